@@ -1,0 +1,206 @@
+//! Vetting each declared plugin at start-up: pin, compile, `describe()`,
+//! declaration match, schemas, name clashes. A plugin that fails any check is
+//! refused as a whole and the others are still served.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
+use crate::manifest::{Manifest, PluginDecl, PluginName, Sha256Digest};
+use crate::sandbox::{PluginShared, Sandbox, ToolSpec};
+
+/// A plugin that will not be served, and why.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub plugin: PluginName,
+    /// Line of its `[[plugin]]` in the manifest.
+    pub line: usize,
+    pub reason: String,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "plugin `{}` (manifest line {}) refused: {}",
+            self.plugin, self.line, self.reason
+        )
+    }
+}
+
+/// Loads every plugin the manifest declares. Never fails as a whole: see
+/// [`Catalog::refusals`] for what was left out.
+pub async fn load(manifest: &Manifest, sandbox: &Sandbox) -> Catalog {
+    let mut catalog = Catalog::default();
+    // Tool name -> the plugin that declared it first, across the manifest.
+    let mut owners: HashMap<String, (PluginName, usize)> = HashMap::new();
+    for decl in &manifest.plugins {
+        let refuse = |reason: String| Refusal {
+            plugin: decl.name.clone(),
+            line: decl.line,
+            reason,
+        };
+        // A clash is decided on declarations, before anything is compiled,
+        // so the outcome does not depend on which component loads.
+        let clash = decl.tools.iter().find_map(|t| {
+            owners
+                .get(t.name.as_str())
+                .map(|(other, line)| (t, other.clone(), *line))
+        });
+        if let Some((tool, other, line)) = clash {
+            let refusal = refuse(format!(
+                "tool `{}` (line {}) is already declared by plugin `{other}` (line {line}); tool names must be unique across plugins",
+                tool.name, tool.line
+            ));
+            tracing::error!("{refusal}");
+            catalog.refusals.push(refusal);
+            continue;
+        }
+        for t in &decl.tools {
+            owners.insert(t.name.as_str().to_string(), (decl.name.clone(), t.line));
+        }
+
+        match vet(decl, sandbox, catalog.plugins.len()).await {
+            Ok((prepared, tools)) => {
+                catalog.plugins.push(CatalogPlugin {
+                    prepared,
+                    instance: decl.instance,
+                });
+                for tool in tools {
+                    catalog.add_tool(tool);
+                }
+                tracing::info!(plugin = %decl.name, tools = decl.tools.len(), "plugin loaded");
+            }
+            Err(reason) => {
+                let refusal = refuse(reason);
+                tracing::error!("{refusal}");
+                catalog.refusals.push(refusal);
+            }
+        }
+    }
+    catalog
+}
+
+/// All checks of one plugin, which will sit at `index` in the catalog; the
+/// error is the reason for refusing it.
+async fn vet(
+    decl: &PluginDecl,
+    sandbox: &Sandbox,
+    index: usize,
+) -> Result<(crate::sandbox::PreparedPlugin, Vec<CatalogTool>), String> {
+    let path = &decl.component;
+    let bytes = tokio::fs::read(path).await.map_err(|e| {
+        format!(
+            "cannot read component {}: {e}; build the plugin or correct `component`",
+            path.display()
+        )
+    })?;
+    let actual = Sha256Digest::of(&bytes);
+    if actual != decl.sha256 {
+        return Err(format!(
+            "component {} has sha256 {actual}, but the manifest pins {}; if this is the build you vetted, update the pin (`toolhost pin`), otherwise do not serve it",
+            path.display(),
+            decl.sha256
+        ));
+    }
+
+    let shared = Arc::new(PluginShared {
+        name: decl.name.clone(),
+        config: decl.config.clone(),
+        limits: decl.limits,
+    });
+    let compiler = sandbox.clone();
+    let prepared = tokio::task::spawn_blocking(move || compiler.prepare(&bytes, shared))
+        .await
+        .map_err(|e| format!("compiling the component panicked: {e}"))?
+        .map_err(|e| e.to_string())?;
+
+    let specs = prepared
+        .instantiate()
+        .await
+        .map_err(|e| format!("instantiating the component failed: {e}"))?
+        .describe()
+        .await
+        .map_err(|e| format!("describe() failed: {e}"))?;
+
+    let tools = match_declaration(decl, specs, index)?;
+    Ok((prepared, tools))
+}
+
+/// Joins the plugin's `describe()` with the manifest's declaration. Both must
+/// name exactly the same tools: a component cannot add a tool after it was
+/// vetted, nor silently drop one.
+fn match_declaration(
+    decl: &PluginDecl,
+    specs: Vec<ToolSpec>,
+    index: usize,
+) -> Result<Vec<CatalogTool>, String> {
+    let mut described: HashMap<String, ToolSpec> = HashMap::with_capacity(specs.len());
+    for spec in specs {
+        if described.contains_key(&spec.name) {
+            return Err(format!("describe() lists tool `{}` twice", spec.name));
+        }
+        described.insert(spec.name.clone(), spec);
+    }
+    let declared: BTreeSet<&str> = decl.tools.iter().map(|t| t.name.as_str()).collect();
+    let undeclared: Vec<&str> = described
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !declared.contains(n))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !undeclared.is_empty() {
+        return Err(format!(
+            "the component offers tools the manifest does not declare: {}; vet them and add a [[plugin.tool]] for each, or use the build that was vetted",
+            quoted(&undeclared)
+        ));
+    }
+    let missing: Vec<&str> = declared
+        .iter()
+        .copied()
+        .filter(|n| !described.contains_key(*n))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "the manifest declares tools the component does not offer: {}; remove them from the manifest or use the build that has them",
+            quoted(&missing)
+        ));
+    }
+
+    decl.tools
+        .iter()
+        .map(|t| {
+            let spec = described
+                .remove(t.name.as_str())
+                .expect("every declared tool was described");
+            let input = ToolSchema::parse(&spec.input_schema)
+                .map_err(|e| format!("the input schema of tool `{}` {e}", t.name))?;
+            let output = spec
+                .output_schema
+                .as_deref()
+                .map(ToolSchema::parse)
+                .transpose()
+                .map_err(|e| format!("the output schema of tool `{}` {e}", t.name))?;
+            Ok(CatalogTool {
+                name: t.name.clone(),
+                title: spec.title,
+                description: spec.description,
+                risk: t.risk,
+                idempotent: t.idempotent,
+                input,
+                output,
+                plugin: index,
+            })
+        })
+        .collect()
+}
+
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,17 @@
+//! toolhost: an MCP tool host that runs every tool as a sandboxed
+//! WebAssembly component.
+//!
+//! A `tools/call` travels: `mcp` (transport, rmcp handler) → `dispatch`
+//! (catalog lookup, argument validation) → `policy` (grants) → `sandbox`
+//! (instance, limits) → back through `dispatch` (result checks) and
+//! `mcp::reply` (the one error mapping). `manifest` parses what the platform
+//! team vetted; `catalog` joins it with what each plugin describes.
+
+pub mod catalog;
+pub mod cli;
+pub mod dispatch;
+pub mod manifest;
+pub mod mcp;
+pub mod policy;
+pub mod sandbox;
+pub mod session;

@@ -1,0 +1,29 @@
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> std::process::ExitCode {
+    // Logs go to stderr: in stdio mode stdout belongs to JSON-RPC alone.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            EnvFilter::try_from_env("TOOLHOST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let cli = toolhost::cli::Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!("cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(toolhost::cli::run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // Operator-facing: plain text on stderr, with its file:line and fix.
+            eprintln!("toolhost: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

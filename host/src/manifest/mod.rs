@@ -1,0 +1,231 @@
+//! The manifest: what the platform team vetted, parsed strictly.
+//!
+//! This module owns `tools-manifest.toml` and nothing else: it turns the file
+//! into typed, fully defaulted declarations ([`Manifest`], [`PluginDecl`],
+//! [`ToolDecl`]) or into a [`ManifestError`] that names the file, the line and
+//! the fix. No raw TOML value leaves it. It never touches a component: the
+//! pin is checked where the component is loaded.
+
+mod names;
+mod raw;
+
+pub use names::{PluginName, Sha256Digest, ToolName};
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// What the platform team decided a tool may do. The plugin cannot change it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RiskClass {
+    /// Reads only; allowed in every session.
+    Read,
+    /// Changes something; needs a task grant.
+    Write,
+    /// Changes something irreversibly; needs a task grant and a human's approval per call.
+    Destructive,
+}
+
+impl RiskClass {
+    /// The manifest spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RiskClass::Read => "read",
+            RiskClass::Write => "write",
+            RiskClass::Destructive => "destructive",
+        }
+    }
+}
+
+/// How long a plugin instance lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceMode {
+    /// One instance per MCP session, created on its first call, dropped with it.
+    #[default]
+    Session,
+    /// A fresh instance for every call; nothing survives a call.
+    Call,
+}
+
+/// Resource limits of one plugin, with every default filled in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest linear memory an instance may grow to, in bytes.
+    pub memory_bytes: u64,
+    /// Wall-clock time one call (and `describe` at load) may take.
+    pub call_timeout: std::time::Duration,
+    /// Largest result a call may return, in bytes; beyond it the call fails.
+    pub output_bytes: usize,
+}
+
+impl Limits {
+    pub const DEFAULT_MEMORY_MIB: u32 = 64;
+    pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 5_000;
+    pub const DEFAULT_OUTPUT_KIB: u32 = 1_024;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: u64::from(Self::DEFAULT_MEMORY_MIB) << 20,
+            call_timeout: std::time::Duration::from_millis(Self::DEFAULT_CALL_TIMEOUT_MS),
+            output_bytes: (Self::DEFAULT_OUTPUT_KIB as usize) << 10,
+        }
+    }
+}
+
+/// A tool as the manifest declares it.
+#[derive(Debug, Clone)]
+pub struct ToolDecl {
+    pub name: ToolName,
+    pub risk: RiskClass,
+    /// The manifest vouches that repeating a call has no further effect.
+    pub idempotent: bool,
+    /// 1-based line of the declaration, for messages.
+    pub line: usize,
+}
+
+/// A plugin as the manifest declares it.
+#[derive(Debug, Clone)]
+pub struct PluginDecl {
+    pub name: PluginName,
+    /// Absolute path of the component file.
+    pub component: PathBuf,
+    pub sha256: Sha256Digest,
+    pub instance: InstanceMode,
+    pub limits: Limits,
+    /// Non-secret settings the plugin reads through the `config` import.
+    pub config: BTreeMap<String, String>,
+    pub tools: Vec<ToolDecl>,
+    /// 1-based line of `[[plugin]]`, for messages.
+    pub line: usize,
+}
+
+/// The whole manifest, vetted.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// Where it was read from, as given (for messages).
+    pub path: PathBuf,
+    /// SHA-256 of the manifest file's bytes, to say which catalog was served.
+    pub digest: Sha256Digest,
+    pub plugins: Vec<PluginDecl>,
+}
+
+/// A manifest that cannot be used. Each message names the file, the line and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error(
+        "cannot read manifest {path}: {source}\n  fix: pass --manifest PATH to an existing tools-manifest.toml"
+    )]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}\n  fix: {fix}")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+        fix: String,
+    },
+}
+
+impl Manifest {
+    /// Reads and vets the manifest at `path`. Component paths are resolved
+    /// against the manifest's folder.
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let base = std::path::absolute(base).map_err(|source| ManifestError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Manifest::parse(path, &base, &text)
+    }
+
+    /// Vets manifest `text`; `path` is only used in messages.
+    pub fn parse(path: &Path, base: &Path, text: &str) -> Result<Manifest, ManifestError> {
+        let at = Locator { path, text };
+        let raw: raw::RawManifest = toml::from_str(text).map_err(|e| {
+            let fix = raw::fix_for(e.message());
+            at.error(e.span(), e.message().trim().to_string(), fix)
+        })?;
+        let mut plugins = Vec::with_capacity(raw.plugin.len());
+        let mut plugin_lines: HashMap<String, usize> = HashMap::new();
+        for spanned in raw.plugin {
+            let plugin_line = at.line(spanned.span());
+            let p = spanned.into_inner();
+            if let Some(first) = plugin_lines.insert(p.name.get_ref().to_string(), plugin_line) {
+                return Err(at.error(
+                    Some(p.name.span()),
+                    format!(
+                        "plugin `{}` is declared twice (first on line {first})",
+                        p.name.get_ref()
+                    ),
+                    "give each [[plugin]] a unique name".into(),
+                ));
+            }
+            plugins.push(p.vet(&at, base, plugin_line)?);
+        }
+        Ok(Manifest {
+            path: path.to_path_buf(),
+            digest: Sha256Digest::of(text.as_bytes()),
+            plugins,
+        })
+    }
+
+    /// Finds a declared tool by name, across plugins (first declaration wins).
+    pub fn tool(&self, name: &str) -> Option<(&PluginDecl, &ToolDecl)> {
+        self.plugins.iter().find_map(|p| {
+            p.tools
+                .iter()
+                .find(|t| t.name.as_str() == name)
+                .map(|t| (p, t))
+        })
+    }
+}
+
+/// Turns byte spans into `file:line:column` messages.
+struct Locator<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Locator<'_> {
+    fn line(&self, span: Range<usize>) -> usize {
+        self.position(span.start).0
+    }
+
+    fn position(&self, offset: usize) -> (usize, usize) {
+        let before = &self.text[..offset.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line, column)
+    }
+
+    fn error(&self, span: Option<Range<usize>>, message: String, fix: String) -> ManifestError {
+        let (line, column) = span.map_or((1, 1), |s| self.position(s.start));
+        ManifestError::Invalid {
+            path: self.path.to_path_buf(),
+            line,
+            column,
+            message,
+            fix,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

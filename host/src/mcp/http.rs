@@ -1,0 +1,106 @@
+//! MCP over Streamable HTTP at `/mcp`.
+//!
+//! Both protocol eras are served by rmcp's `StreamableHttpService`: clients
+//! that `initialize` (2025-11-25 and earlier) get an `Mcp-Session-Id` and a
+//! handler (with its plugin instances) for the session's life; 2026-07-28
+//! requests are stateless, so each gets a fresh handler and therefore fresh
+//! plugin instances. `Host` and `Origin` are checked against allow-lists (a
+//! foreign one gets 403) and request bodies are capped while streaming.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::{McpCatalog, McpSession};
+use crate::dispatch::Toolhost;
+
+/// Who may talk to the HTTP endpoint.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Accepted `Host` header values (`name` or `name:port`).
+    pub allowed_hosts: Vec<String>,
+    /// Accepted `Origin` values (`scheme://host[:port|:*]`); requests without
+    /// `Origin` (non-browser clients) are always accepted.
+    pub allowed_origins: Vec<String>,
+    /// Largest request body, in bytes.
+    pub max_message_bytes: usize,
+}
+
+impl HttpOptions {
+    /// Loopback only: what a local client, or a browser page served from
+    /// this machine, needs; nothing a DNS-rebinding page can pass.
+    pub fn loopback(max_message_bytes: usize) -> HttpOptions {
+        HttpOptions {
+            allowed_hosts: ["localhost", "127.0.0.1", "::1", "[::1]"]
+                .map(String::from)
+                .to_vec(),
+            allowed_origins: [
+                "http://localhost:*",
+                "http://127.0.0.1:*",
+                "http://[::1]:*",
+                "https://localhost:*",
+                "https://127.0.0.1:*",
+                "https://[::1]:*",
+            ]
+            .map(String::from)
+            .to_vec(),
+            max_message_bytes,
+        }
+    }
+}
+
+/// A bound listener, ready to serve.
+pub struct HttpServer {
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: CancellationToken,
+}
+
+impl HttpServer {
+    /// Binds `addr` and builds the `/mcp` endpoint.
+    pub async fn bind(
+        addr: SocketAddr,
+        host: Arc<Toolhost>,
+        catalog: Arc<McpCatalog>,
+        options: HttpOptions,
+    ) -> std::io::Result<HttpServer> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let shutdown = CancellationToken::new();
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(options.allowed_hosts)
+            .with_allowed_origins(options.allowed_origins)
+            .enforce_origin_validation()
+            .with_max_request_body_bytes(options.max_message_bytes)
+            .with_cancellation_token(shutdown.child_token());
+        let service = StreamableHttpService::new(
+            move || Ok(McpSession::new(host.clone(), catalog.clone())),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let router = axum::Router::new().route_service("/mcp", service);
+        Ok(HttpServer {
+            listener,
+            router,
+            shutdown,
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `stop` resolves, then closes sessions and connections.
+    pub async fn run(self, stop: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+        let shutdown = self.shutdown.clone();
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(async move {
+                stop.await;
+                shutdown.cancel();
+            })
+            .await
+    }
+}

@@ -1,0 +1,13 @@
+//! The host's one set of bindings to the plugin contract in `wit/`.
+
+wasmtime::component::bindgen!({
+    world: "plugin",
+    path: "../wit",
+    // Exports run with `call_async`, so a busy guest yields to tokio at every
+    // epoch tick instead of holding a worker thread until its deadline.
+    exports: { default: async },
+    // Imports (`config`, `log`) stay synchronous: they never wait on I/O.
+});
+
+pub use exports::toolhost::plugin::tools::{CallContext, ToolError, ToolSpec};
+pub use toolhost::plugin::log::Level;

@@ -1,0 +1,199 @@
+//! The sandbox: one wasmtime engine, plugins compiled once and pre-linked,
+//! and instances that run one call at a time under the plugin's limits.
+//!
+//! This module knows wasmtime; nothing above it does. It does not decide
+//! whether a call may run (that is policy) and does not know about MCP.
+
+mod bindings;
+mod state;
+
+pub use bindings::{CallContext, ToolError, ToolSpec};
+pub use state::{LOG_LINES_PER_CALL, PluginShared};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bindings::{Plugin, PluginPre};
+use state::PluginState;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
+
+/// How often the deadline of running calls is checked; also the longest a
+/// busy guest runs before it yields to other tasks.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Why a plugin call did not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("the plugin did not finish within {0:?}")]
+    Timeout(Duration),
+    #[error("the plugin needed more than its memory limit of {} MiB", .0 >> 20)]
+    OutOfMemory(u64),
+    #[error("the plugin crashed: {0}")]
+    Trap(String),
+    #[error("the component could not be compiled or linked: {0}")]
+    Load(String),
+}
+
+/// The engine and linker every plugin shares.
+#[derive(Clone)]
+pub struct Sandbox {
+    engine: Engine,
+    linker: Arc<Linker<PluginState>>,
+}
+
+impl Sandbox {
+    /// Builds the engine and starts the epoch ticker that enforces deadlines.
+    pub fn new() -> Result<Sandbox, SandboxError> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        // The component-model async machinery costs on every call and we use
+        // no WASIp3 or async-lifted exports.
+        config.concurrency_support(false);
+        let engine = Engine::new(&config).map_err(|e| SandboxError::Load(e.to_string()))?;
+
+        let mut linker = Linker::<PluginState>::new(&engine);
+        // A std guest imports the WASI p2 interfaces even when it uses none of
+        // them; the context behind them grants nothing (see state.rs).
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| SandboxError::Load(e.to_string()))?;
+        Plugin::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| SandboxError::Load(e.to_string()))?;
+
+        let ticker = engine.weak();
+        std::thread::Builder::new()
+            .name("epoch-ticker".into())
+            .spawn(move || {
+                while let Some(engine) = ticker.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .map_err(|e| SandboxError::Load(e.to_string()))?;
+
+        Ok(Sandbox {
+            engine,
+            linker: Arc::new(linker),
+        })
+    }
+
+    /// Compiles a component and pre-links it, so that each later instance
+    /// costs microseconds instead of a compile. CPU-heavy: run it off the
+    /// async runtime.
+    pub fn prepare(
+        &self,
+        bytes: &[u8],
+        shared: Arc<PluginShared>,
+    ) -> Result<PreparedPlugin, SandboxError> {
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| SandboxError::Load(format!("{e:#}")))?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(PluginPre::new)
+            .map_err(|e| SandboxError::Load(format!("{e:#}")))?;
+        Ok(PreparedPlugin {
+            engine: self.engine.clone(),
+            pre,
+            shared,
+        })
+    }
+}
+
+/// A compiled, pre-linked plugin, ready to instantiate.
+pub struct PreparedPlugin {
+    engine: Engine,
+    pre: PluginPre<PluginState>,
+    shared: Arc<PluginShared>,
+}
+
+impl PreparedPlugin {
+    /// The plugin's manifest-derived settings.
+    pub fn shared(&self) -> &PluginShared {
+        &self.shared
+    }
+
+    /// Makes a fresh instance with its own memory and state.
+    pub async fn instantiate(&self) -> Result<PluginInstance, SandboxError> {
+        let mut store = Store::new(&self.engine, PluginState::new(self.shared.clone()));
+        store.limiter(|s| s);
+        store.epoch_deadline_callback(|ctx| {
+            if Instant::now() >= ctx.data().deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        let limits = self.shared.limits;
+        store
+            .data_mut()
+            .begin_call(Instant::now() + limits.call_timeout);
+        store.set_epoch_deadline(1);
+        let bindings = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| classify(e, store.data(), limits.call_timeout))?;
+        Ok(PluginInstance { store, bindings })
+    }
+}
+
+/// One live plugin instance. Calls on it are serialised by its owner.
+pub struct PluginInstance {
+    store: Store<PluginState>,
+    bindings: Plugin,
+}
+
+impl PluginInstance {
+    /// Asks the plugin which tools it offers, under the call deadline.
+    pub async fn describe(&mut self) -> Result<Vec<ToolSpec>, SandboxError> {
+        self.begin();
+        let result = self
+            .bindings
+            .toolhost_plugin_tools()
+            .call_describe(&mut self.store)
+            .await;
+        self.finish(result)
+    }
+
+    /// Runs one tool call. The outer error is the sandbox's (the instance is
+    /// unusable afterwards); the inner one is the plugin's own.
+    pub async fn call(
+        &mut self,
+        tool: &str,
+        arguments: &str,
+        context: &CallContext,
+    ) -> Result<Result<String, ToolError>, SandboxError> {
+        self.begin();
+        let result = self
+            .bindings
+            .toolhost_plugin_tools()
+            .call_call(&mut self.store, tool, arguments, context)
+            .await;
+        self.finish(result)
+    }
+
+    fn begin(&mut self) {
+        let timeout = self.store.data().shared_limits().call_timeout;
+        self.store.data_mut().begin_call(Instant::now() + timeout);
+        self.store.set_epoch_deadline(1);
+    }
+
+    fn finish<T>(&mut self, result: wasmtime::Result<T>) -> Result<T, SandboxError> {
+        let timeout = self.store.data().shared_limits().call_timeout;
+        result.map_err(|e| classify(e, self.store.data(), timeout))
+    }
+}
+
+/// Names the cause of a failed guest call for the model and the log.
+fn classify(error: wasmtime::Error, state: &PluginState, timeout: Duration) -> SandboxError {
+    if state.memory_exceeded {
+        return SandboxError::OutOfMemory(state.shared_limits().memory_bytes);
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => SandboxError::Timeout(timeout),
+        Some(trap) => SandboxError::Trap(trap.to_string()),
+        None => SandboxError::Trap(format!("{:#}", error.root_cause())),
+    }
+}

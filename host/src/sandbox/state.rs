@@ -1,0 +1,196 @@
+//! What a plugin instance's `Store` holds, and the host side of the imports
+//! the contract gives a plugin (`config`, `log`, WASI).
+//!
+//! Everything here is per instance. Nothing a plugin can call reaches past
+//! it: WASI is built with no environment, arguments, preopens or network,
+//! and the plugin's stdout and stderr go to the host log.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::{Level, toolhost::plugin};
+use crate::manifest::{Limits, PluginName};
+
+/// Guest-controlled: bounds how much a plugin can make the host log per call.
+pub const LOG_LINES_PER_CALL: u32 = 200;
+/// Guest-controlled: one log line or output chunk is cut beyond this.
+const LOG_LINE_BYTES: usize = 2_048;
+/// Tables hold function references; real plugins use a few hundred entries.
+const TABLE_ELEMENTS: usize = 100_000;
+
+/// What every instance of one plugin shares: its name and manifest config.
+#[derive(Debug)]
+pub struct PluginShared {
+    pub name: PluginName,
+    pub config: BTreeMap<String, String>,
+    pub limits: Limits,
+}
+
+/// The `Store` data of one plugin instance.
+pub struct PluginState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    shared: Arc<PluginShared>,
+    log: LogSink,
+    /// Set when the guest asked for more memory than its limit allows, so a
+    /// resulting trap is reported as `out_of_memory`, not as a crash.
+    pub(super) memory_exceeded: bool,
+    /// When the running call must end; checked at every epoch tick.
+    pub(super) deadline: Instant,
+}
+
+impl PluginState {
+    pub fn new(shared: Arc<PluginShared>) -> PluginState {
+        let log = LogSink {
+            plugin: shared.name.clone(),
+            budget: Arc::new(AtomicU32::new(LOG_LINES_PER_CALL)),
+        };
+        // Deny by default: the builder grants nothing we do not add here, and
+        // we add only the two output streams.
+        let wasi = WasiCtxBuilder::new()
+            .stdout(log.clone())
+            .stderr(log.clone())
+            .build();
+        PluginState {
+            wasi,
+            table: ResourceTable::new(),
+            shared,
+            log,
+            memory_exceeded: false,
+            deadline: Instant::now(),
+        }
+    }
+
+    pub(super) fn shared_limits(&self) -> Limits {
+        self.shared.limits
+    }
+
+    /// Readies the state for one call that must end by `deadline`.
+    pub(super) fn begin_call(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        self.memory_exceeded = false;
+        self.log.budget.store(LOG_LINES_PER_CALL, Ordering::Relaxed);
+    }
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl ResourceLimiter for PluginState {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired as u64 <= self.shared.limits.memory_bytes;
+        if !allowed {
+            self.memory_exceeded = true;
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= TABLE_ELEMENTS)
+    }
+}
+
+impl plugin::types::Host for PluginState {}
+
+impl plugin::config::Host for PluginState {
+    fn get(&mut self, key: String) -> Option<String> {
+        self.shared.config.get(&key).cloned()
+    }
+}
+
+impl plugin::log::Host for PluginState {
+    fn write(&mut self, level: Level, message: String) {
+        self.log.emit(level, message.as_bytes());
+    }
+}
+
+/// Where a plugin's log lines and stdout/stderr go: the host log, tagged
+/// with the plugin's name, within a per-call line budget.
+#[derive(Clone)]
+struct LogSink {
+    plugin: PluginName,
+    budget: Arc<AtomicU32>,
+}
+
+impl LogSink {
+    fn emit(&self, level: Level, bytes: &[u8]) {
+        let left = self
+            .budget
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        match left {
+            Ok(1) => {
+                tracing::warn!(plugin = %self.plugin, "log budget of {LOG_LINES_PER_CALL} lines for this call used up; further lines dropped");
+            }
+            Ok(_) => {}
+            Err(_) => return,
+        }
+        let cut = &bytes[..bytes.len().min(LOG_LINE_BYTES)];
+        let text = String::from_utf8_lossy(cut);
+        let text = text.trim_end();
+        let plugin = self.plugin.as_str();
+        match level {
+            Level::Debug => tracing::debug!(target: "plugin", plugin, "{text}"),
+            Level::Info => tracing::info!(target: "plugin", plugin, "{text}"),
+            Level::Warn => tracing::warn!(target: "plugin", plugin, "{text}"),
+            Level::Error => tracing::error!(target: "plugin", plugin, "{text}"),
+        }
+    }
+}
+
+impl IsTerminal for LogSink {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for LogSink {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl tokio::io::AsyncWrite for LogSink {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if !buf.iter().all(u8::is_ascii_whitespace) {
+            self.emit(Level::Info, buf);
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}

