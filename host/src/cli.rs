@@ -2,6 +2,9 @@
 //! only module that writes to stdout outside the MCP transport, and in stdio
 //! mode it writes nothing there.
 
+// The commands' own output (the URL served, pins changed) is for the operator.
+#![allow(clippy::print_stdout)]
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

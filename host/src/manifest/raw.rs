@@ -204,6 +204,10 @@ pub(super) fn fix_for(message: &str) -> String {
         "remove or correct the key; the keys each table accepts are listed in the README's manifest reference"
     } else if message.contains("unknown variant") {
         "use one of the values listed above"
+    } else if message.contains("not 64 hex digits") {
+        "set sha256 to the digest of the component you vetted (`sha256sum FILE`)"
+    } else if message.contains("is not snake_case") || message.contains("plugin name") {
+        "rename it; the name must be the same in the manifest and in the plugin's describe()"
     } else if message.contains("missing field") {
         "add the missing key to that table"
     } else {

@@ -10,6 +10,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use rmcp::model::ErrorCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -80,7 +83,9 @@ impl HttpServer {
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        let router = axum::Router::new().route_service("/mcp", service);
+        let router = axum::Router::new()
+            .route_service("/mcp", service)
+            .layer(axum::middleware::map_response(json_rpc_error_bodies));
         Ok(HttpServer {
             listener,
             router,
@@ -103,4 +108,43 @@ impl HttpServer {
             })
             .await
     }
+}
+
+/// rmcp answers transport-level refusals (body too large, unparsable body,
+/// forbidden Host or Origin, unknown session) with plain text. Clients expect
+/// JSON-RPC, so the text is wrapped in a JSON-RPC error with a null id; the
+/// status stays, except that an unparsable body is a 400 parse error.
+async fn json_rpc_error_bodies(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // rmcp's refusal texts are one short line; anything longer is cut.
+    let bytes = axum::body::to_bytes(body, 4_096).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes).trim().to_string();
+    let (status, code) = if status == StatusCode::UNSUPPORTED_MEDIA_TYPE
+        && text.starts_with("fail to deserialize")
+    {
+        (StatusCode::BAD_REQUEST, ErrorCode::PARSE_ERROR)
+    } else {
+        (status, ErrorCode::INVALID_REQUEST)
+    };
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": code.0, "message": text },
+    });
+    parts.status = status;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, axum::body::Body::from(body.to_string()))
 }

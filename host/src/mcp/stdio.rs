@@ -276,7 +276,7 @@ mod tests {
     #[tokio::test]
     async fn long_lines_are_dropped_and_the_stream_recovers() {
         let got = frames(b"short\nthis line is too long\nok\nlast", 8).await;
-        assert_eq!(got, ["short", "<too long: 20>", "ok", "last"]);
+        assert_eq!(got, ["short", "<too long: 21>", "ok", "last"]);
     }
 
     #[test]

@@ -9,5 +9,5 @@ wasmtime::component::bindgen!({
     // Imports (`config`, `log`) stay synchronous: they never wait on I/O.
 });
 
+pub use self::toolhost::plugin::log::Level;
 pub use exports::toolhost::plugin::tools::{CallContext, ToolError, ToolSpec};
-pub use toolhost::plugin::log::Level;

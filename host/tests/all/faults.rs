@@ -1,0 +1,58 @@
+//! A plugin that crashes, loops, hoards memory or returns junk ends only its
+//! own call, with a code the model can act on.
+
+use serde_json::json;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_trap_ends_the_call_and_resets_the_session_instance() {
+    let m = manifest(vec![PluginEntry::fixture()]);
+    let client = stdio(&m, &[]).await;
+    ok(&client, "fixture_fault_run", json!({ "fault": "counter" })).await;
+    let error = refused(&client, "fixture_fault_run", json!({ "fault": "trap" })).await;
+    assert_eq!(error["code"], "plugin_trap");
+    assert!(error["message"].as_str().unwrap().contains("reset"));
+    let counted = ok(&client, "fixture_fault_run", json!({ "fault": "counter" })).await;
+    assert_eq!(counted["calls"], 1, "a fresh instance after the trap");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_endless_loop_times_out_and_the_host_keeps_serving() {
+    let m = manifest(vec![
+        PluginEntry::fixture().with("limits = { call_timeout_ms = 300 }"),
+        PluginEntry::helpdesk(),
+    ]);
+    let client = stdio(&m, &[]).await;
+    let (looped, ticket) = tokio::join!(
+        refused(&client, "fixture_fault_run", json!({ "fault": "loop" })),
+        ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1041" })),
+    );
+    assert_eq!(looped["code"], "timeout");
+    assert_eq!(looped["retryable"], true);
+    assert_eq!(ticket["key"], "T-1041");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn memory_output_and_contract_violations_have_their_own_codes() {
+    let m = manifest(vec![
+        PluginEntry::fixture().with("limits = { memory_mib = 16, output_kib = 64 }"),
+    ]);
+    let client = stdio(&m, &[]).await;
+    let oom = refused(&client, "fixture_fault_run", json!({ "fault": "memory" })).await;
+    assert_eq!(oom["code"], "out_of_memory");
+    let big = refused(
+        &client,
+        "fixture_fault_run",
+        json!({ "fault": "big-output" }),
+    )
+    .await;
+    assert_eq!(big["code"], "output_too_large");
+    let junk = refused(&client, "fixture_fault_run", json!({ "fault": "not-json" })).await;
+    assert_eq!(junk["code"], "invalid_output");
+    let echo = ok(&client, "fixture_echo_get", json!({ "text": "still here" })).await;
+    assert_eq!(echo["text"], "still here");
+    client.cancel().await.unwrap();
+}

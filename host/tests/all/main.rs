@@ -1,0 +1,11 @@
+//! Integration tests: the real `toolhost` binary, real components built from
+//! `plugins/` and the fixtures, and real MCP clients.
+
+mod catalog;
+mod conformance;
+mod faults;
+mod helpdesk;
+mod policy;
+mod sessions;
+mod support;
+mod transport;

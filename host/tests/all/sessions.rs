@@ -1,0 +1,68 @@
+//! Instances per session and per call, over both HTTP protocol eras.
+
+use serde_json::json;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn two_concurrent_http_sessions_keep_separate_state() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let host = http(&m, &["--task", "T-2", "--grant", "helpdesk_ticket_close"]);
+    let (a, b) = tokio::join!(connect(&host.url), connect(&host.url));
+
+    let (closed, seen) = tokio::join!(
+        ok(&a, "helpdesk_ticket_close", json!({ "key": "T-1048" })),
+        ok(&b, "helpdesk_ticket_get", json!({ "key": "T-1041" })),
+    );
+    assert_eq!(closed["status"], "closed");
+    assert_eq!(seen["status"], "open");
+
+    let in_b = ok(&b, "helpdesk_ticket_get", json!({ "key": "T-1048" })).await;
+    assert_eq!(in_b["status"], "open", "session B does not see A's change");
+    let in_a = ok(&a, "helpdesk_ticket_get", json!({ "key": "T-1048" })).await;
+    assert_eq!(in_a["status"], "closed", "session A keeps its own change");
+    let stats_b = ok(&b, "helpdesk_stats_get", json!({})).await;
+    assert_eq!(stats_b["by_status"]["closed"], 0);
+
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stateless_2026_client_lists_and_calls_with_fresh_instances() {
+    let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
+    let host = http(&m, &[]);
+    let client = connect_stateless(&host.url).await;
+    assert_eq!(tools(&client).await.len(), 11);
+    let ticket = ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1045" })).await;
+    assert_eq!(ticket["subject"], "Sensor shows 0 cm since Tuesday");
+    // No session: each request gets fresh instances, so nothing carries over.
+    for _ in 0..2 {
+        let counted = ok(&client, "fixture_fault_run", json!({ "fault": "counter" })).await;
+        assert_eq!(counted["calls"], 1);
+    }
+    let error = refused(&client, "helpdesk_ticket_close", json!({ "key": "T-1048" })).await;
+    assert_eq!(error["code"], "not_granted");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn session_instances_keep_state_and_call_instances_do_not() {
+    let mut per_call = PluginEntry::fixture().with("instance = \"call\"");
+    per_call.name = "fixture".into();
+    let m = manifest(vec![PluginEntry::fixture()]);
+    let client = stdio(&m, &[]).await;
+    for expected in 1..=3 {
+        let counted = ok(&client, "fixture_fault_run", json!({ "fault": "counter" })).await;
+        assert_eq!(counted["calls"], expected);
+    }
+    client.cancel().await.unwrap();
+
+    let m = manifest(vec![per_call]);
+    let client = stdio(&m, &[]).await;
+    for _ in 0..3 {
+        let counted = ok(&client, "fixture_fault_run", json!({ "fault": "counter" })).await;
+        assert_eq!(counted["calls"], 1);
+    }
+    client.cancel().await.unwrap();
+}
