@@ -52,7 +52,6 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# Benchmarks (not yet: see the speed issue).
-bench:
-    @echo "no benchmark harness yet; it arrives with the speed work" >&2
-    @exit 1
+# Latency of the example catalog over stdio; `just bench --quick` for a smoke run.
+bench *args: build
+    cargo bench -p toolhost --bench stdio -- {{args}}

@@ -1,0 +1,187 @@
+//! Latency of `tools/call helpdesk_ticket_get` over stdio, against the real
+//! release binary (`just bench` builds it first; this program builds nothing).
+//!
+//! Prints a markdown table and writes `target/bench/results.json`. Figures:
+//! spawn → `initialize` answered, the first call (which creates the session's
+//! instance), and steady-state calls (p50/p99 latency, server CPU per call
+//! from the process's own CPU time). `--quick` runs fewer calls.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let runs = if quick { 3 } else { 10 };
+    let calls = if quick { 500 } else { 5_000 };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let binary = root.join("target/release/toolhost");
+    // The example catalog, pinned to the build by `just build`.
+    let manifest = root.join("tools-manifest.toml");
+    assert!(
+        binary.exists(),
+        "{} is missing: run `just bench`",
+        binary.display()
+    );
+
+    let mut startup = Vec::new();
+    let mut first_call = Vec::new();
+    let mut steady = Vec::new();
+    let mut cpu_per_call = Vec::new();
+    for _ in 0..runs {
+        let run = measure(&binary, &manifest, calls);
+        startup.push(run.startup);
+        first_call.push(run.first_call);
+        cpu_per_call.push(run.cpu_per_call);
+        steady.extend(run.steady);
+    }
+
+    let rows = [
+        ("spawn → initialize answered", summary(&mut startup)),
+        (
+            "first helpdesk_ticket_get (creates the instance)",
+            summary(&mut first_call),
+        ),
+        (
+            "steady helpdesk_ticket_get, sequential",
+            summary(&mut steady),
+        ),
+        ("server CPU per steady call", summary(&mut cpu_per_call)),
+    ];
+    println!("| stdio, {runs} runs × {calls} calls | p50 | p99 |");
+    println!("| --- | ---: | ---: |");
+    for (name, (p50, p99)) in &rows {
+        println!("| {name} | {} | {} |", micros(*p50), micros(*p99));
+    }
+    let results: Value = rows
+        .iter()
+        .map(|(name, (p50, p99))| {
+            json!({ "name": name, "p50_us": p50.as_secs_f64() * 1e6, "p99_us": p99.as_secs_f64() * 1e6 })
+        })
+        .collect();
+    let out = root.join("target/bench");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&json!({ "runs": runs, "calls": calls, "results": results }))
+            .unwrap(),
+    )
+    .unwrap();
+}
+
+struct Run {
+    startup: Duration,
+    first_call: Duration,
+    steady: Vec<Duration>,
+    cpu_per_call: Duration,
+}
+
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Peer {
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut reply = String::new();
+        loop {
+            reply.clear();
+            self.stdout.read_line(&mut reply).unwrap();
+            let value: Value = serde_json::from_str(&reply).expect("a JSON-RPC line");
+            if value["id"] == id {
+                assert!(value.get("error").is_none(), "{method} failed: {value}");
+                return value;
+            }
+        }
+    }
+
+    fn notify(&mut self, method: &str) {
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({ "jsonrpc": "2.0", "method": method })
+        )
+        .unwrap();
+    }
+}
+
+fn measure(binary: &Path, manifest: &Path, calls: usize) -> Run {
+    let started = Instant::now();
+    let mut child = Command::new(binary)
+        .args(["serve", "--stdio", "--manifest"])
+        .arg(manifest)
+        .env("TOOLHOST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut peer = Peer {
+        stdin: child.stdin.take().unwrap(),
+        stdout: BufReader::new(child.stdout.take().unwrap()),
+        child,
+        next_id: 0,
+    };
+    peer.request(
+        "initialize",
+        json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "bench", "version": "0" } }),
+    );
+    let startup = started.elapsed();
+    peer.notify("notifications/initialized");
+
+    let get = json!({ "name": "helpdesk_ticket_get", "arguments": { "key": "T-1041" } });
+    let t = Instant::now();
+    let first = peer.request("tools/call", get.clone());
+    let first_call = t.elapsed();
+    assert_eq!(first["result"]["isError"], false, "{first}");
+
+    let cpu_before = cpu_time(peer.child.id());
+    let mut steady = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        peer.request("tools/call", get.clone());
+        steady.push(t.elapsed());
+    }
+    let cpu = cpu_time(peer.child.id()) - cpu_before;
+    drop(peer.stdin);
+    peer.child.wait().unwrap();
+    Run {
+        startup,
+        first_call,
+        steady,
+        cpu_per_call: cpu / calls as u32,
+    }
+}
+
+/// User + system CPU time of a process, from /proc (clock ticks of 10 ms).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+fn summary(samples: &mut [Duration]) -> (Duration, Duration) {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.99))
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
