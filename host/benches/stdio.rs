@@ -6,6 +6,9 @@
 //! instance), and steady-state calls (p50/p99 latency, server CPU per call
 //! from the process's own CPU time). `--quick` runs fewer calls.
 
+// The table on stdout is this program's output.
+#![allow(clippy::print_stdout)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

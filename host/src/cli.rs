@@ -106,7 +106,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         task = grants.task().unwrap_or("-"),
         "catalog ready"
     );
-    let host = Arc::new(Toolhost { catalog, grants });
+    let host = Arc::new(Toolhost::new(catalog, grants));
     let mcp_catalog = Arc::new(McpCatalog::new(&host));
 
     if args.stdio {

@@ -21,6 +21,22 @@ const PLUGIN_MESSAGE_BYTES: usize = 2_048;
 pub struct Toolhost {
     pub catalog: Catalog,
     pub grants: Grants,
+    /// Where stateless (2026-07-28) requests keep per-session plugin state
+    /// when the process serves a task: they have no session of their own, so
+    /// the task is what ties their calls together. `None` without a task:
+    /// anonymous stateless requests get fresh instances.
+    pub task_session: Option<Session>,
+}
+
+impl Toolhost {
+    pub fn new(catalog: Catalog, grants: Grants) -> Toolhost {
+        let task_session = grants.task().map(|_| Session::new());
+        Toolhost {
+            catalog,
+            grants,
+            task_session,
+        }
+    }
 }
 
 /// Why a call produced no result.

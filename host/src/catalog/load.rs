@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
@@ -13,6 +14,7 @@ use crate::sandbox::{PluginShared, Sandbox, ToolSpec};
 /// A plugin that will not be served, and why.
 #[derive(Debug, Clone)]
 pub struct Refusal {
+    pub manifest: PathBuf,
     pub plugin: PluginName,
     /// Line of its `[[plugin]]` in the manifest.
     pub line: usize,
@@ -23,8 +25,11 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "plugin `{}` (manifest line {}) refused: {}",
-            self.plugin, self.line, self.reason
+            "{}:{}: plugin `{}` refused: {}",
+            self.manifest.display(),
+            self.line,
+            self.plugin,
+            self.reason
         )
     }
 }
@@ -37,6 +42,7 @@ pub async fn load(manifest: &Manifest, sandbox: &Sandbox) -> Catalog {
     let mut owners: HashMap<String, (PluginName, usize)> = HashMap::new();
     for decl in &manifest.plugins {
         let refuse = |reason: String| Refusal {
+            manifest: manifest.path.clone(),
             plugin: decl.name.clone(),
             line: decl.line,
             reason,
@@ -114,15 +120,19 @@ async fn vet(
     let prepared = tokio::task::spawn_blocking(move || compiler.prepare(&bytes, shared))
         .await
         .map_err(|e| format!("compiling the component panicked: {e}"))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| {
+            format!("{e}; build it for wasm32-wasip2 against wit/ (toolhost:plugin@0.1.0)")
+        })?;
 
     let specs = prepared
         .instantiate()
         .await
-        .map_err(|e| format!("instantiating the component failed: {e}"))?
+        .map_err(|e| format!("instantiating the component failed: {e}; fix the plugin's start-up"))?
         .describe()
         .await
-        .map_err(|e| format!("describe() failed: {e}"))?;
+        .map_err(|e| {
+            format!("describe() failed: {e}; describe() must return the tool list promptly")
+        })?;
 
     let tools = match_declaration(decl, specs, index)?;
     Ok((prepared, tools))

@@ -102,12 +102,25 @@ impl ServerHandler for McpSession {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let session = match &self.host.task_session {
+            Some(shared) if is_stateless_http(&context) => shared,
+            _ => &*self.session,
+        };
         let outcome = self
             .host
-            .call(&self.session, &request.name, request.arguments)
+            .call(session, &request.name, request.arguments)
             .await;
         reply::tool_result(outcome).map(Into::into)
     }
+}
+
+/// A Streamable HTTP request outside any `Mcp-Session-Id` session: rmcp
+/// serves it with a handler of its own, which lives for this request only.
+fn is_stateless_http(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .is_some_and(|parts| !parts.headers.contains_key("mcp-session-id"))
 }

@@ -128,6 +128,9 @@ async fn read_frames(
     replies: mpsc::Sender<String>,
 ) {
     let mut line = Vec::new();
+    // rmcp ends the session if its first message is not a request, so stray
+    // notifications or responses before the first request are dropped here.
+    let mut seen_request = false;
     loop {
         let frame = match read_capped_line(&mut input, &mut line, max_bytes).await {
             Ok(Frame::Eof) => break,
@@ -147,7 +150,11 @@ async fn read_frames(
             Frame::Eof => unreachable!("handled above"),
         };
         match outcome {
+            Ok(Some(message)) if !seen_request && !is_request(&message) => {
+                tracing::warn!("dropping a message sent before the first request");
+            }
             Ok(Some(message)) => {
+                seen_request |= is_request(&message);
                 if messages.send(message).await.is_err() {
                     break;
                 }
@@ -160,6 +167,10 @@ async fn read_frames(
             }
         }
     }
+}
+
+fn is_request(message: &ClientJsonRpcMessage) -> bool {
+    matches!(message, ClientJsonRpcMessage::Request(_))
 }
 
 /// Parses one line: a message for rmcp, nothing (blank line or a malformed

@@ -22,6 +22,11 @@ use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 /// busy guest runs before it yields to other tasks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// The epoch check only runs while guest code runs. A guest waiting inside
+/// the host (a WASI sleep or poll) is stopped by a plain timer instead, a
+/// little later so that busy guests are stopped by the cleaner epoch trap.
+const WAIT_GRACE: Duration = Duration::from_millis(2 * EPOCH_TICK.as_millis() as u64);
+
 /// Why a plugin call did not produce a result.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -148,12 +153,14 @@ pub struct PluginInstance {
 impl PluginInstance {
     /// Asks the plugin which tools it offers, under the call deadline.
     pub async fn describe(&mut self) -> Result<Vec<ToolSpec>, SandboxError> {
-        self.begin();
-        let result = self
+        let timeout = self.begin();
+        let running = self
             .bindings
             .toolhost_plugin_tools()
-            .call_describe(&mut self.store)
-            .await;
+            .call_describe(&mut self.store);
+        let result = tokio::time::timeout(timeout + WAIT_GRACE, running)
+            .await
+            .map_err(|_| SandboxError::Timeout(timeout))?;
         self.finish(result)
     }
 
@@ -165,19 +172,27 @@ impl PluginInstance {
         arguments: &str,
         context: &CallContext,
     ) -> Result<Result<String, ToolError>, SandboxError> {
-        self.begin();
-        let result = self
-            .bindings
-            .toolhost_plugin_tools()
-            .call_call(&mut self.store, tool, arguments, context)
-            .await;
+        let timeout = self.begin();
+        let running = self.bindings.toolhost_plugin_tools().call_call(
+            &mut self.store,
+            tool,
+            arguments,
+            context,
+        );
+        // A call dropped by the timer leaves the store unusable; the caller
+        // discards the instance on any error.
+        let result = tokio::time::timeout(timeout + WAIT_GRACE, running)
+            .await
+            .map_err(|_| SandboxError::Timeout(timeout))?;
         self.finish(result)
     }
 
-    fn begin(&mut self) {
+    /// Arms the deadline of one call and returns its length.
+    fn begin(&mut self) -> Duration {
         let timeout = self.store.data().shared_limits().call_timeout;
         self.store.data_mut().begin_call(Instant::now() + timeout);
         self.store.set_epoch_deadline(1);
+        timeout
     }
 
     fn finish<T>(&mut self, result: wasmtime::Result<T>) -> Result<T, SandboxError> {

@@ -26,6 +26,12 @@ pub const LOG_LINES_PER_CALL: u32 = 200;
 const LOG_LINE_BYTES: usize = 2_048;
 /// Tables hold function references; real plugins use a few hundred entries.
 const TABLE_ELEMENTS: usize = 100_000;
+/// A component made from Rust has a handful of core instances, one or two
+/// memories and a few tables; these bounds leave room for composed
+/// components while stopping one from multiplying its memory limit.
+const CORE_INSTANCES: usize = 64;
+const MEMORIES: usize = 8;
+const TABLES: usize = 64;
 
 /// What every instance of one plugin shares: its name and manifest config.
 #[derive(Debug)]
@@ -44,6 +50,9 @@ pub struct PluginState {
     /// Set when the guest asked for more memory than its limit allows, so a
     /// resulting trap is reported as `out_of_memory`, not as a crash.
     pub(super) memory_exceeded: bool,
+    /// Bytes of linear memory across all of the instance's memories: the
+    /// limit is per instance, not per memory.
+    memory_bytes: u64,
     /// When the running call must end; checked at every epoch tick.
     pub(super) deadline: Instant,
 }
@@ -66,6 +75,7 @@ impl PluginState {
             shared,
             log,
             memory_exceeded: false,
+            memory_bytes: 0,
             deadline: Instant::now(),
         }
     }
@@ -94,15 +104,17 @@ impl WasiView for PluginState {
 impl ResourceLimiter for PluginState {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = desired as u64 <= self.shared.limits.memory_bytes;
-        if !allowed {
+        let total = self.memory_bytes.saturating_sub(current as u64) + desired as u64;
+        if total > self.shared.limits.memory_bytes {
             self.memory_exceeded = true;
+            return Ok(false);
         }
-        Ok(allowed)
+        self.memory_bytes = total;
+        Ok(true)
     }
 
     fn table_growing(
@@ -112,6 +124,18 @@ impl ResourceLimiter for PluginState {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         Ok(desired <= TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        CORE_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        TABLES
     }
 }
 

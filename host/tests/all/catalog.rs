@@ -10,7 +10,17 @@ async fn the_nine_helpdesk_tools_are_listed_with_annotations_from_the_manifest()
         PluginEntry::helpdesk().risk("helpdesk_ticket_close", "destructive"),
     ]);
     let client = stdio(&m, &[]).await;
-    let listed = tools(&client).await;
+    check_helpdesk_listing(&client).await;
+    client.cancel().await.unwrap();
+
+    let host = http(&m, &[]);
+    let client = connect(&host.url).await;
+    check_helpdesk_listing(&client).await;
+    client.cancel().await.unwrap();
+}
+
+async fn check_helpdesk_listing(client: &Client) {
+    let listed = tools(client).await;
     let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
     let expected: Vec<&str> = HELPDESK_TOOLS.iter().map(|(n, _)| *n).collect();
     assert_eq!(names, expected);
@@ -48,7 +58,6 @@ async fn the_nine_helpdesk_tools_are_listed_with_annotations_from_the_manifest()
         list.output_schema.is_some(),
         "list promises an output schema"
     );
-    client.cancel().await.unwrap();
 }
 
 #[tokio::test]

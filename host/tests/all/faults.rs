@@ -36,6 +36,43 @@ async fn an_endless_loop_times_out_and_the_host_keeps_serving() {
 }
 
 #[tokio::test]
+async fn a_plugin_waiting_inside_the_host_times_out_too() {
+    let m = manifest(vec![
+        PluginEntry::fixture().with("limits = { call_timeout_ms = 300 }"),
+    ]);
+    let client = stdio(&m, &[]).await;
+    ok(&client, "fixture_fault_run", json!({ "fault": "counter" })).await;
+    let slept = refused(&client, "fixture_fault_run", json!({ "fault": "sleep" })).await;
+    assert_eq!(slept["code"], "timeout");
+    assert!(slept["message"].as_str().unwrap().contains("reset"));
+    // The session's instance was replaced, so the session is not stuck.
+    let counted = ok(&client, "fixture_fault_run", json!({ "fault": "counter" })).await;
+    assert_eq!(counted["calls"], 1);
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn a_describe_that_never_returns_refuses_only_its_plugin() {
+    let m = manifest(vec![
+        PluginEntry::fixture()
+            .with("limits = { call_timeout_ms = 300 }\nconfig = { describe = \"sleep\" }"),
+        PluginEntry::helpdesk(),
+    ]);
+    let out = toolhost()
+        .args(["serve", "--stdio", "--strict", "--manifest"])
+        .arg(&m.path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("describe() failed") && stderr.contains("300ms"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
 async fn memory_output_and_contract_violations_have_their_own_codes() {
     let m = manifest(vec![
         PluginEntry::fixture().with("limits = { memory_mib = 16, output_kib = 64 }"),

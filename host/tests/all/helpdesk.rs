@@ -124,6 +124,7 @@ async fn the_helpdesk_scenario_runs_with_a_task_grant() {
     .await;
     assert_eq!(escalated["status"], "escalated");
     assert_eq!(escalated["escalation"]["team"], "legal");
+    assert!(escalated.get("text").is_none(), "only get returns the text");
 
     ok(
         &client,
@@ -138,6 +139,7 @@ async fn the_helpdesk_scenario_runs_with_a_task_grant() {
     )
     .await;
     assert_eq!(closed["status"], "closed");
+    assert!(closed.get("text").is_none());
 
     let answered = ok(
         &client,

@@ -76,7 +76,6 @@ async fn invalid_arguments_are_refused_before_the_plugin_runs() {
             "verbose",
         ),
         ("helpdesk_ticket_list", json!({ "limit": 1000 }), "/limit"),
-        ("helpdesk_ticket_get", json!({}), "key"),
         ("fixture_echo_get", json!({ "text": 42 }), "/text"),
     ];
     for (tool, arguments, mentions) in cases {

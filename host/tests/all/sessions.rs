@@ -66,3 +66,26 @@ async fn session_instances_keep_state_and_call_instances_do_not() {
     }
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn stateless_requests_of_a_task_share_the_task_s_instances() {
+    let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
+    let host = http(&m, &["--task", "T-3", "--grant", "helpdesk_ticket_close"]);
+    let client = connect_stateless(&host.url).await;
+    ok(&client, "helpdesk_ticket_close", json!({ "key": "T-1048" })).await;
+    let ticket = ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1048" })).await;
+    assert_eq!(
+        ticket["status"], "closed",
+        "the next request sees the change"
+    );
+    for expected in 1..=2 {
+        let counted = ok(&client, "fixture_fault_run", json!({ "fault": "counter" })).await;
+        assert_eq!(counted["calls"], expected);
+    }
+    // A 2025-11-25 session keeps its own instances all the same.
+    let legacy = connect(&host.url).await;
+    let ticket = ok(&legacy, "helpdesk_ticket_get", json!({ "key": "T-1048" })).await;
+    assert_eq!(ticket["status"], "open");
+    client.cancel().await.unwrap();
+    legacy.cancel().await.unwrap();
+}

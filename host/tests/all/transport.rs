@@ -12,7 +12,7 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 
 #[test]
 fn stdio_answers_oversized_and_malformed_lines_and_keeps_going() {
-    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
     let mut child = toolhost()
         .env("TOOLHOST_LOG", "debug")
         .args([
@@ -34,16 +34,19 @@ fn stdio_answers_oversized_and_malformed_lines_and_keeps_going() {
     );
     let mut stdin = child.stdin.take().unwrap();
     for line in [
+        // A notification before the first request is dropped, not fatal.
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
         INITIALIZE,
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
         &huge,
         "{not json",
         r#"{"jsonrpc":"2.0","id":3}"#,
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"helpdesk_ticket_get","arguments":{"key":"T-1041"}}}"#,
+        // The plugin's panic message goes to its stderr, which must reach the host log only.
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"fixture_fault_run","arguments":{"fault":"trap"}}}"#,
     ] {
         writeln!(stdin, "{line}").unwrap();
     }
-    drop(stdin);
     // Drained on its own thread: a full stderr pipe would stall the host.
     let mut stderr = child.stderr.take().unwrap();
     let logs = std::thread::spawn(move || {
@@ -52,16 +55,29 @@ fn stdio_answers_oversized_and_malformed_lines_and_keeps_going() {
         text
     });
 
-    let mut replies = Vec::new();
+    let mut replies: Vec<Value> = Vec::new();
+    let mut stdin = Some(stdin);
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
         let value: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("stdout carries JSON-RPC only, got {line:?}: {e}"));
         assert_eq!(value["jsonrpc"], "2.0", "{line}");
         replies.push(value);
+        // Close stdin only once both calls are answered, so none is cut short.
+        if [4, 5]
+            .iter()
+            .all(|id| replies.iter().any(|r| r["id"] == *id))
+        {
+            stdin.take();
+        }
     }
     assert!(child.wait().unwrap().success());
-    assert!(logs.join().unwrap().contains("DEBUG"), "logs go to stderr");
+    let logs = logs.join().unwrap();
+    assert!(logs.contains("DEBUG"), "logs go to stderr");
+    assert!(
+        logs.contains("fixture trap"),
+        "plugin output goes to the host log"
+    );
 
     let by_code = |code: i64| {
         replies

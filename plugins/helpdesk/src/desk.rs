@@ -151,14 +151,18 @@ impl Ticket {
         })
     }
 
+    fn escalation_json(&self) -> Value {
+        match &self.escalation {
+            Some((team, reason)) => json!({ "team": team, "reason": reason }),
+            None => Value::Null,
+        }
+    }
+
     fn full(&self) -> Value {
         let mut v = self.row();
         v["text"] = json!(self.text);
         v["answers"] = json!(self.answers);
-        v["escalation"] = match &self.escalation {
-            Some((team, reason)) => json!({ "team": team, "reason": reason }),
-            None => Value::Null,
-        };
+        v["escalation"] = self.escalation_json();
         v["close_reason"] = json!(self.close_reason);
         v
     }
@@ -329,7 +333,10 @@ impl Desk {
                 }
                 t.escalation = Some((a.team, a.reason));
                 t.status = Status::Escalated;
-                Ok(t.full())
+                // The row and the escalation, not the text: only get shows that.
+                let mut row = t.row();
+                row["escalation"] = t.escalation_json();
+                Ok(row)
             }
             "helpdesk_ticket_close" => {
                 let a: CloseArgs = parse(args)?;
