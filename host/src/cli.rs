@@ -18,7 +18,7 @@ use crate::manifest::{Manifest, Sha256Digest};
 use crate::mcp::http::{HttpOptions, HttpServer};
 use crate::mcp::{McpCatalog, stdio};
 use crate::policy::Grants;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{ComponentCache, Sandbox};
 
 /// toolhost: serves MCP tools that run as sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -89,7 +89,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
     let grants = Grants::new(&manifest, args.task.clone(), &args.grants)?;
-    let sandbox = Sandbox::new()?;
+    // Without a usable cache the host still serves; it compiles at every start.
+    let cache = ComponentCache::open(&manifest.state_dir)
+        .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
+        .ok();
+    let sandbox = Sandbox::new(cache)?;
     let catalog = catalog::load(&manifest, &sandbox).await;
     if args.strict && !catalog.refusals.is_empty() {
         bail!(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
 use crate::manifest::{Manifest, PluginDecl, PluginName, Sha256Digest};
-use crate::sandbox::{PluginShared, Sandbox, ToolSpec};
+use crate::sandbox::{Origin, PluginShared, PreparedPlugin, Sandbox, ToolSpec};
 
 /// A plugin that will not be served, and why.
 #[derive(Debug, Clone)]
@@ -34,52 +34,62 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// Loads every plugin the manifest declares. Never fails as a whole: see
-/// [`Catalog::refusals`] for what was left out.
+/// Loads every plugin the manifest declares, compiling them in parallel.
+/// Never fails as a whole: see [`Catalog::refusals`] for what was left out.
 pub async fn load(manifest: &Manifest, sandbox: &Sandbox) -> Catalog {
-    let mut catalog = Catalog::default();
-    // Tool name -> the plugin that declared it first, across the manifest.
-    let mut owners: HashMap<String, (PluginName, usize)> = HashMap::new();
+    // A clash is decided on declarations, before anything is compiled, so
+    // the outcome does not depend on which component loads.
+    let mut owners: HashMap<&str, (&PluginName, usize)> = HashMap::new();
+    let mut clashes: Vec<Option<String>> = Vec::with_capacity(manifest.plugins.len());
     for decl in &manifest.plugins {
-        let refuse = |reason: String| Refusal {
-            manifest: manifest.path.clone(),
-            plugin: decl.name.clone(),
-            line: decl.line,
-            reason,
-        };
-        // A clash is decided on declarations, before anything is compiled,
-        // so the outcome does not depend on which component loads.
         let clash = decl.tools.iter().find_map(|t| {
-            owners
-                .get(t.name.as_str())
-                .map(|(other, line)| (t, other.clone(), *line))
+            owners.get(t.name.as_str()).map(|(other, line)| {
+                format!(
+                    "tool `{}` (line {}) is already declared by plugin `{other}` (line {line}); tool names must be unique across plugins",
+                    t.name, t.line
+                )
+            })
         });
-        if let Some((tool, other, line)) = clash {
-            let refusal = refuse(format!(
-                "tool `{}` (line {}) is already declared by plugin `{other}` (line {line}); tool names must be unique across plugins",
-                tool.name, tool.line
-            ));
-            tracing::error!("{refusal}");
-            catalog.refusals.push(refusal);
-            continue;
+        if clash.is_none() {
+            for t in &decl.tools {
+                owners.insert(t.name.as_str(), (&decl.name, t.line));
+            }
         }
-        for t in &decl.tools {
-            owners.insert(t.name.as_str().to_string(), (decl.name.clone(), t.line));
-        }
+        clashes.push(clash);
+    }
 
-        match vet(decl, sandbox, catalog.plugins.len()).await {
-            Ok((prepared, tools)) => {
+    let outcomes = futures::future::join_all(manifest.plugins.iter().zip(clashes).map(
+        |(decl, clash)| async move {
+            match clash {
+                Some(reason) => Err(reason),
+                None => vet(decl, sandbox).await,
+            }
+        },
+    ))
+    .await;
+
+    let mut catalog = Catalog::default();
+    for (decl, outcome) in manifest.plugins.iter().zip(outcomes) {
+        match outcome {
+            Ok((prepared, origin, tools)) => {
+                let index = catalog.plugins.len();
                 catalog.plugins.push(CatalogPlugin {
                     prepared,
                     instance: decl.instance,
                 });
-                for tool in tools {
+                for mut tool in tools {
+                    tool.plugin = index;
                     catalog.add_tool(tool);
                 }
-                tracing::info!(plugin = %decl.name, tools = decl.tools.len(), "plugin loaded");
+                tracing::info!(plugin = %decl.name, tools = decl.tools.len(), ?origin, "plugin loaded");
             }
             Err(reason) => {
-                let refusal = refuse(reason);
+                let refusal = Refusal {
+                    manifest: manifest.path.clone(),
+                    plugin: decl.name.clone(),
+                    line: decl.line,
+                    reason,
+                };
                 tracing::error!("{refusal}");
                 catalog.refusals.push(refusal);
             }
@@ -88,13 +98,12 @@ pub async fn load(manifest: &Manifest, sandbox: &Sandbox) -> Catalog {
     catalog
 }
 
-/// All checks of one plugin, which will sit at `index` in the catalog; the
-/// error is the reason for refusing it.
+/// All checks of one plugin; the error is the reason for refusing it. The
+/// tools' `plugin` index is set by the caller.
 async fn vet(
     decl: &PluginDecl,
     sandbox: &Sandbox,
-    index: usize,
-) -> Result<(crate::sandbox::PreparedPlugin, Vec<CatalogTool>), String> {
+) -> Result<(PreparedPlugin, Origin, Vec<CatalogTool>), String> {
     let path = &decl.component;
     let bytes = tokio::fs::read(path).await.map_err(|e| {
         format!(
@@ -117,12 +126,13 @@ async fn vet(
         limits: decl.limits,
     });
     let compiler = sandbox.clone();
-    let prepared = tokio::task::spawn_blocking(move || compiler.prepare(&bytes, shared))
-        .await
-        .map_err(|e| format!("compiling the component panicked: {e}"))?
-        .map_err(|e| {
-            format!("{e}; build it for wasm32-wasip2 against wit/ (toolhost:plugin@0.1.0)")
-        })?;
+    let (prepared, origin) =
+        tokio::task::spawn_blocking(move || compiler.prepare(&bytes, &actual, shared))
+            .await
+            .map_err(|e| format!("compiling the component panicked: {e}"))?
+            .map_err(|e| {
+                format!("{e}; build it for wasm32-wasip2 against wit/ (toolhost:plugin@0.1.0)")
+            })?;
 
     let specs = prepared
         .instantiate()
@@ -134,18 +144,14 @@ async fn vet(
             format!("describe() failed: {e}; describe() must return the tool list promptly")
         })?;
 
-    let tools = match_declaration(decl, specs, index)?;
-    Ok((prepared, tools))
+    let tools = match_declaration(decl, specs)?;
+    Ok((prepared, origin, tools))
 }
 
 /// Joins the plugin's `describe()` with the manifest's declaration. Both must
 /// name exactly the same tools: a component cannot add a tool after it was
 /// vetted, nor silently drop one.
-fn match_declaration(
-    decl: &PluginDecl,
-    specs: Vec<ToolSpec>,
-    index: usize,
-) -> Result<Vec<CatalogTool>, String> {
+fn match_declaration(decl: &PluginDecl, specs: Vec<ToolSpec>) -> Result<Vec<CatalogTool>, String> {
     let mut described: HashMap<String, ToolSpec> = HashMap::with_capacity(specs.len());
     for spec in specs {
         if described.contains_key(&spec.name) {
@@ -201,7 +207,7 @@ fn match_declaration(
                 idempotent: t.idempotent,
                 input,
                 output,
-                plugin: index,
+                plugin: 0,
             })
         })
         .collect()

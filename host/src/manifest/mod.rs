@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+/// `state_dir` when the manifest sets none, relative to its folder.
+pub const DEFAULT_STATE_DIR: &str = ".toolhost";
+
 /// What the platform team decided a tool may do. The plugin cannot change it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -112,6 +115,8 @@ pub struct Manifest {
     pub path: PathBuf,
     /// SHA-256 of the manifest file's bytes, to say which catalog was served.
     pub digest: Sha256Digest,
+    /// Absolute path of `[host] state_dir` (default `.toolhost` beside the manifest).
+    pub state_dir: PathBuf,
     pub plugins: Vec<PluginDecl>,
 }
 
@@ -179,9 +184,11 @@ impl Manifest {
             }
             plugins.push(p.vet(&at, base, plugin_line)?);
         }
+        let state_dir = base.join(raw.host.state_dir.as_deref().unwrap_or(DEFAULT_STATE_DIR));
         Ok(Manifest {
             path: path.to_path_buf(),
             digest: Sha256Digest::of(text.as_bytes()),
+            state_dir,
             plugins,
         })
     }

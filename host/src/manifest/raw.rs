@@ -16,7 +16,17 @@ use super::{
 #[serde(deny_unknown_fields)]
 pub(super) struct RawManifest {
     #[serde(default)]
+    pub host: RawHost,
+    #[serde(default)]
     pub plugin: Vec<Spanned<RawPlugin>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHost {
+    /// Where the host keeps what outlives a process (the compiled-component
+    /// cache); relative to the manifest's folder.
+    pub state_dir: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, ErrorCode};
-use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::{RoleServer, RxJsonRpcMessage, ServerInitializeError, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
@@ -66,6 +66,8 @@ pub async fn serve_on(
             .await
             .map(drop)
             .map_err(std::io::Error::other),
+        // The client went away before its first request: a normal end.
+        Err(ServerInitializeError::ConnectionClosed(_)) => Ok(()),
         Err(e) => Err(std::io::Error::other(e)),
     };
     reader.abort();

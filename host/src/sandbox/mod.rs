@@ -5,14 +5,17 @@
 //! whether a call may run (that is policy) and does not know about MCP.
 
 mod bindings;
+mod cache;
 mod state;
 
 pub use bindings::{CallContext, ToolError, ToolSpec};
+pub use cache::{CacheError, ComponentCache, Origin};
 pub use state::{LOG_LINES_PER_CALL, PluginShared};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::manifest::Sha256Digest;
 use bindings::{Plugin, PluginPre};
 use state::PluginState;
 use wasmtime::component::{Component, Linker};
@@ -45,11 +48,13 @@ pub enum SandboxError {
 pub struct Sandbox {
     engine: Engine,
     linker: Arc<Linker<PluginState>>,
+    cache: Option<ComponentCache>,
 }
 
 impl Sandbox {
     /// Builds the engine and starts the epoch ticker that enforces deadlines.
-    pub fn new() -> Result<Sandbox, SandboxError> {
+    /// With a cache, compiled components are reused across restarts.
+    pub fn new(cache: Option<ComponentCache>) -> Result<Sandbox, SandboxError> {
         let mut config = Config::new();
         config.epoch_interruption(true);
         // The component-model async machinery costs on every call and we use
@@ -80,29 +85,40 @@ impl Sandbox {
         Ok(Sandbox {
             engine,
             linker: Arc::new(linker),
+            cache,
         })
     }
 
-    /// Compiles a component and pre-links it, so that each later instance
-    /// costs microseconds instead of a compile. CPU-heavy: run it off the
-    /// async runtime.
+    /// Compiles a component (or loads its cached native code) and pre-links
+    /// it, so that each later instance costs microseconds instead of a
+    /// compile. CPU-heavy: run it off the async runtime.
     pub fn prepare(
         &self,
         bytes: &[u8],
+        digest: &Sha256Digest,
         shared: Arc<PluginShared>,
-    ) -> Result<PreparedPlugin, SandboxError> {
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| SandboxError::Load(format!("{e:#}")))?;
+    ) -> Result<(PreparedPlugin, Origin), SandboxError> {
+        let load_error = |e: wasmtime::Error| SandboxError::Load(format!("{e:#}"));
+        let (component, origin) = match &self.cache {
+            Some(cache) => cache
+                .load_or_compile(&self.engine, bytes, digest)
+                .map_err(load_error)?,
+            None => (
+                Component::new(&self.engine, bytes).map_err(load_error)?,
+                Origin::Compiled,
+            ),
+        };
         let pre = self
             .linker
             .instantiate_pre(&component)
             .and_then(PluginPre::new)
-            .map_err(|e| SandboxError::Load(format!("{e:#}")))?;
-        Ok(PreparedPlugin {
+            .map_err(load_error)?;
+        let prepared = PreparedPlugin {
             engine: self.engine.clone(),
             pre,
             shared,
-        })
+        };
+        Ok((prepared, origin))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests: the real `toolhost` binary, real components built from
 //! `plugins/` and the fixtures, and real MCP clients.
 
+mod cache;
 mod catalog;
 mod conformance;
 mod faults;

@@ -1,0 +1,167 @@
+//! The compiled-component cache: native code of each component, kept across
+//! restarts in `state_dir/cache/components` (mode 0700).
+//!
+//! Loading precompiled code is unsafe in wasmtime: the bytes are trusted to
+//! be what wasmtime itself produced. So the cache only loads an entry whose
+//! bytes match the SHA-256 the host recorded when it wrote them, in a folder
+//! only the host's user can write; anything else is compiled afresh and the
+//! entry rewritten. Entries are keyed by the component's digest and the
+//! engine's configuration, so a changed component or engine never hits.
+
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use crate::manifest::Sha256Digest;
+
+/// Why the cache folder cannot be used. Compiling still works without it.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("cannot create the component cache {path}: {source}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the component cache {0} is writable by other users; fix its mode (chmod 700) or remove it"
+    )]
+    Unsafe(PathBuf),
+}
+
+/// A folder of compiled components, written and read by this host only.
+#[derive(Debug, Clone)]
+pub struct ComponentCache {
+    dir: PathBuf,
+}
+
+/// Where a component came from, for the start-up log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Cache,
+    Compiled,
+}
+
+impl ComponentCache {
+    /// Opens (creating if needed) the cache under `state_dir`.
+    pub fn open(state_dir: &Path) -> Result<ComponentCache, CacheError> {
+        let dir = state_dir.join("cache").join("components");
+        let create = |source| CacheError::Create {
+            path: dir.clone(),
+            source,
+        };
+        fs::create_dir_all(&dir).map_err(create)?;
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(create)?;
+        let mode = fs::metadata(&dir).map_err(create)?.permissions().mode();
+        if mode & 0o022 != 0 {
+            return Err(CacheError::Unsafe(dir));
+        }
+        Ok(ComponentCache { dir })
+    }
+
+    /// The component for `bytes` (whose digest is `digest`): from the cache
+    /// when a verified entry exists, else compiled and stored.
+    pub fn load_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &Sha256Digest,
+    ) -> wasmtime::Result<(Component, Origin)> {
+        let key = entry_key(engine, digest);
+        let code_path = self.dir.join(format!("{key}.cwasm"));
+        let seal_path = self.dir.join(format!("{key}.sha256"));
+        if let Some(component) = self.load(engine, &code_path, &seal_path) {
+            return Ok((component, Origin::Cache));
+        }
+        let code = engine.precompile_component(bytes)?;
+        if let Err(e) = write_entry(&code_path, &seal_path, &code) {
+            tracing::warn!(
+                "cannot store a compiled component in {}: {e}",
+                self.dir.display()
+            );
+        }
+        // SAFETY: `code` was produced just now by this engine's
+        // `precompile_component`, which is what `deserialize` requires.
+        #[allow(unsafe_code)]
+        let component = unsafe { Component::deserialize(engine, &code)? };
+        Ok((component, Origin::Compiled))
+    }
+
+    fn load(&self, engine: &Engine, code_path: &Path, seal_path: &Path) -> Option<Component> {
+        let seal = fs::read_to_string(seal_path).ok()?;
+        // Read once and check those very bytes, so nothing can change
+        // between the check and the load.
+        let code = fs::read(code_path).ok()?;
+        if hex::encode(Sha256::digest(&code)) != seal.trim() {
+            tracing::warn!(
+                "compiled component {} does not match its recorded digest; recompiling",
+                code_path.display()
+            );
+            return None;
+        }
+        // SAFETY: the bytes are exactly those this host wrote after
+        // `precompile_component` (their digest matches the seal it wrote
+        // beside them, in a folder only its user can write), and wasmtime
+        // itself rejects code from another version or configuration.
+        #[allow(unsafe_code)]
+        let loaded = unsafe { Component::deserialize(engine, &code) };
+        match loaded {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!(
+                    "compiled component {} is unusable ({e}); recompiling",
+                    code_path.display()
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Component digest + engine configuration + wasmtime version.
+fn entry_key(engine: &Engine, digest: &Sha256Digest) -> String {
+    let mut hasher = ShaHasher(Sha256::new());
+    digest.to_string().hash(&mut hasher);
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    env!("CARGO_PKG_VERSION").hash(&mut hasher);
+    hex::encode(hasher.0.finalize())
+}
+
+/// Feeds `Hash` values into SHA-256, which unlike `DefaultHasher` is stable.
+struct ShaHasher(Sha256);
+
+impl Hasher for ShaHasher {
+    fn finish(&self) -> u64 {
+        unreachable!("only the SHA-256 state is used")
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+/// Writes code and seal through temporary files and renames, so a crash
+/// never leaves a half-written entry under the real name.
+fn write_entry(code_path: &Path, seal_path: &Path, code: &[u8]) -> std::io::Result<()> {
+    write_private(code_path, code)?;
+    write_private(seal_path, hex::encode(Sha256::digest(code)).as_bytes())
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    fs::rename(&tmp, path)
+}

@@ -1,0 +1,70 @@
+//! The compiled-component cache: reused across restarts, private to the
+//! host's user, and never trusted when its bytes were changed.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+
+use crate::support::*;
+
+/// Starts the host on `m` until the catalog is ready (stdin is closed at
+/// once) and returns its log.
+fn start_once(m: &TestManifest) -> String {
+    let out = toolhost()
+        .env("TOOLHOST_LOG", "info")
+        .args(["serve", "--stdio", "--strict", "--manifest"])
+        .arg(&m.path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_restart_loads_compiled_components_from_the_cache() {
+    let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
+    let cold = start_once(&m);
+    assert_eq!(cold.matches("origin=Compiled").count(), 2, "{cold}");
+    let warm = start_once(&m);
+    assert_eq!(warm.matches("origin=Cache").count(), 2, "{warm}");
+
+    let dir = m.path.parent().unwrap().join(".toolhost/cache/components");
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    let entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 4, "code and seal per component: {entries:?}");
+    for entry in entries {
+        let mode = std::fs::metadata(&entry).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", entry.display());
+    }
+}
+
+#[test]
+fn a_changed_cache_entry_is_recompiled_not_loaded() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    start_once(&m);
+    let dir = m.path.parent().unwrap().join(".toolhost/cache/components");
+    let code = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .unwrap();
+    let mut bytes = std::fs::read(&code).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&code, &bytes).unwrap();
+
+    let log = start_once(&m);
+    assert!(log.contains("does not match its recorded digest"), "{log}");
+    assert!(log.contains("origin=Compiled"), "{log}");
+    // The entry was rewritten, so the next start uses it again.
+    assert!(start_once(&m).contains("origin=Cache"));
+}
