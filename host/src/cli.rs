@@ -6,7 +6,7 @@
 #![allow(clippy::print_stdout)]
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -164,7 +164,7 @@ fn pin(args: &PinArgs) -> anyhow::Result<()> {
     let mut differing = 0;
     for (table, decl) in plugins.iter_mut().zip(&manifest.plugins) {
         let bytes = std::fs::read(&decl.component)
-            .with_context(|| format!("reading component {}", display(&decl.component)))?;
+            .with_context(|| format!("reading component {}", decl.component.display()))?;
         let actual = Sha256Digest::of(&bytes);
         if actual == decl.sha256 {
             continue;
@@ -189,6 +189,23 @@ fn pin(args: &PinArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn display(path: &Path) -> String {
-    path.display().to_string()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_without_an_address_binds_loopback() {
+        let cli = Cli::try_parse_from(["toolhost", "serve", "--http"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected")
+        };
+        assert_eq!(args.http, Some("127.0.0.1:8787".parse().unwrap()));
+        assert_eq!(args.manifest, std::path::Path::new("tools-manifest.toml"));
+    }
+
+    #[test]
+    fn serve_needs_exactly_one_transport() {
+        assert!(Cli::try_parse_from(["toolhost", "serve"]).is_err());
+        assert!(Cli::try_parse_from(["toolhost", "serve", "--stdio", "--http"]).is_err());
+    }
 }

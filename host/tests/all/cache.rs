@@ -2,27 +2,15 @@
 //! host's user, and never trusted when its bytes were changed.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Stdio;
 
 use crate::support::*;
 
-/// Starts the host on `m` until the catalog is ready (stdin is closed at
-/// once) and returns its log.
+/// Starts the host on `m` until the catalog is ready and returns its log.
 fn start_once(m: &TestManifest) -> String {
-    let out = toolhost()
-        .env("TOOLHOST_LOG", "info")
-        .args(["serve", "--stdio", "--strict", "--manifest"])
-        .arg(&m.path)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = start_and_exit(m, &["--strict"]);
+    assert!(out.success, "{}", out.stderr);
     assert!(out.stdout.is_empty());
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    out.stderr
 }
 
 #[test]

@@ -107,14 +107,9 @@ async fn a_component_that_differs_from_its_pin_is_refused_and_the_rest_served() 
     client.cancel().await.unwrap();
 
     // --strict refuses to serve at all, and says which digests differ.
-    let out = toolhost()
-        .args(["serve", "--stdio", "--strict", "--manifest"])
-        .arg(&m.path)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = start_and_exit(&m, &["--strict"]);
+    assert!(!out.success);
+    let stderr = &out.stderr;
     assert!(stderr.contains(&pinned), "{stderr}");
     assert!(stderr.contains(&sha256(&tampered)), "{stderr}");
     assert!(stderr.contains("--strict"), "{stderr}");
@@ -164,14 +159,9 @@ async fn a_plugin_lacking_a_declared_tool_is_refused() {
 async fn a_tool_whose_input_schema_is_not_json_schema_refuses_its_plugin() {
     let broken = PluginEntry::fixture().with("config = { describe = \"bad-schema\" }");
     let m = manifest(vec![broken, PluginEntry::helpdesk()]);
-    let out = toolhost()
-        .args(["serve", "--stdio", "--strict", "--manifest"])
-        .arg(&m.path)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = start_and_exit(&m, &["--strict"]);
+    assert!(!out.success);
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("input schema of tool `fixture_echo_get`"),
         "{stderr}"
@@ -189,13 +179,7 @@ async fn a_tool_name_declared_by_two_plugins_refuses_the_later_plugin() {
     let mut twin = PluginEntry::helpdesk();
     twin.name = "twin".into();
     let m = manifest(vec![PluginEntry::helpdesk(), twin, PluginEntry::fixture()]);
-    let out = toolhost()
-        .args(["serve", "--stdio", "--strict", "--manifest"])
-        .arg(&m.path)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = start_and_exit(&m, &["--strict"]).stderr;
     assert!(
         stderr.contains("plugin `twin`")
             && stderr.contains("already declared by plugin `helpdesk`"),
@@ -215,14 +199,9 @@ async fn a_tool_name_declared_by_two_plugins_refuses_the_later_plugin() {
 fn a_bad_manifest_is_refused_with_file_line_and_fix() {
     let m =
         manifest_text("[[plugin]]\nname = \"helpdesk\"\ncomponent = \"x.wasm\"\nsha256 = \"00\"\n");
-    let out = toolhost()
-        .args(["serve", "--stdio", "--manifest"])
-        .arg(&m.path)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = start_and_exit(&m, &[]);
+    assert!(!out.success);
+    let stderr = &out.stderr;
     let location = format!("{}:4:", m.path.display());
     assert!(stderr.contains(&location), "{stderr}");
     assert!(
@@ -238,22 +217,8 @@ fn granting_an_undeclared_or_read_tool_is_refused_at_start() {
         ("helpdesk_ticket_delete", "declares no such tool"),
         ("helpdesk_ticket_get", "read tool"),
     ] {
-        let out = toolhost()
-            .args([
-                "serve",
-                "--stdio",
-                "--task",
-                "T1",
-                "--grant",
-                grant,
-                "--manifest",
-            ])
-            .arg(&m.path)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(expected), "{stderr}");
+        let out = start_and_exit(&m, &["--task", "T1", "--grant", grant]);
+        assert!(!out.success);
+        assert!(out.stderr.contains(expected), "{}", out.stderr);
     }
 }

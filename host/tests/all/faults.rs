@@ -58,14 +58,9 @@ fn a_describe_that_never_returns_refuses_only_its_plugin() {
             .with("limits = { call_timeout_ms = 300 }\nconfig = { describe = \"sleep\" }"),
         PluginEntry::helpdesk(),
     ]);
-    let out = toolhost()
-        .args(["serve", "--stdio", "--strict", "--manifest"])
-        .arg(&m.path)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = start_and_exit(&m, &["--strict"]);
+    assert!(!out.success);
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("describe() failed") && stderr.contains("300ms"),
         "{stderr}"

@@ -145,6 +145,32 @@ pub fn toolhost() -> Command {
     cmd
 }
 
+/// How a host started with stdin closed ended: it loads its catalog, finds
+/// no client and exits (or refuses to start).
+pub struct Exit {
+    pub success: bool,
+    pub stdout: Vec<u8>,
+    /// The log, at `info`.
+    pub stderr: String,
+}
+
+/// Runs `toolhost serve --stdio --manifest M ARGS` with stdin closed.
+pub fn start_and_exit(manifest: &TestManifest, args: &[&str]) -> Exit {
+    let out = toolhost()
+        .env("TOOLHOST_LOG", "info")
+        .args(["serve", "--stdio", "--manifest"])
+        .arg(&manifest.path)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Exit {
+        success: out.status.success(),
+        stdout: out.stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 /// Runs `toolhost serve --stdio` and connects rmcp's client to it.
 pub async fn stdio(manifest: &TestManifest, args: &[&str]) -> Client {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost"));
