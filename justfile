@@ -23,7 +23,7 @@ build: setup plugins
 
 # Build every plugin component, including the test fixtures.
 plugins:
-    cargo build --release --target wasm32-wasip2 -p helpdesk -p fixture
+    cargo build --release --target wasm32-wasip2 -p helpdesk -p notes -p fixture
 
 # The main job: serve tools-manifest.toml over Streamable HTTP on 127.0.0.1.
 run addr="127.0.0.1:8787": build

@@ -11,14 +11,18 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
 
 use crate::catalog;
 use crate::dispatch::Toolhost;
 use crate::manifest::{Manifest, Sha256Digest};
 use crate::mcp::http::{HttpOptions, HttpServer};
 use crate::mcp::{McpCatalog, stdio};
-use crate::policy::Grants;
+use crate::operator::admin::{AdminServer, AdminToken};
+use crate::operator::{self, OpenTask, approval_json, task_json};
 use crate::sandbox::{ComponentCache, Sandbox};
+use crate::store::sqlite::operator as cli_operator;
+use crate::store::{Decision, SqliteStore, Store, TaskState, now, rfc3339};
 
 /// toolhost: serves MCP tools that run as sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -34,6 +38,12 @@ pub enum Command {
     Serve(ServeArgs),
     /// Set each plugin's sha256 pin in the manifest to its component file's digest.
     Pin(PinArgs),
+    /// Open, list, show, revoke and extend tasks (grants of write and destructive tools).
+    Task(TaskArgs),
+    /// List and decide approvals of destructive calls.
+    Approval(ApprovalArgs),
+    /// Inspect plugins' durable state and move keys (e.g. restore a note from the trash).
+    State(StateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -51,12 +61,34 @@ pub struct ServeArgs {
     /// Refuse to start if any plugin is refused (default: serve the others).
     #[arg(long)]
     pub strict: bool,
-    /// The task this process serves; needed for --grant.
-    #[arg(long, value_name = "TASK_ID")]
+    /// stdio: serve the task this token belongs to (from `toolhost task open`).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "TOOLHOST_TASK_TOKEN",
+        hide_env_values = true
+    )]
+    pub task_token: Option<String>,
+    /// stdio: serve an ad-hoc task with this id, recorded in the store; needed for --grant.
+    #[arg(
+        long,
+        value_name = "TASK_ID",
+        requires = "stdio",
+        conflicts_with = "task_token"
+    )]
     pub task: Option<String>,
-    /// Grant a write tool to the task (repeatable).
-    #[arg(long = "grant", value_name = "TOOL")]
+    /// Grant a write or destructive tool to the ad-hoc task (repeatable).
+    #[arg(long = "grant", value_name = "TOOL", requires = "task")]
     pub grants: Vec<String>,
+    /// How long the ad-hoc task's grants last.
+    #[arg(long, value_name = "DURATION", default_value = "8h", requires = "task")]
+    pub ttl: String,
+    /// Serve the admin API (tasks, approvals) on this address; off by default.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
+    /// Read the admin token from this file (mode 0600) instead of TOOLHOST_ADMIN_TOKEN.
+    #[arg(long, value_name = "PATH", requires = "admin")]
+    pub admin_token_file: Option<PathBuf>,
     /// Also accept this Host header (repeatable), e.g. when binding a public address.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
@@ -78,23 +110,189 @@ pub struct PinArgs {
     pub check: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct TaskArgs {
+    /// The manifest, for its state_dir and to check granted tools.
+    #[arg(long, default_value = "tools-manifest.toml", global = true)]
+    pub manifest: PathBuf,
+    #[command(subcommand)]
+    pub command: TaskCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Open a task and print its id and token (shown only this once).
+    Open {
+        /// What the task is for, in words an auditor understands.
+        #[arg(long)]
+        purpose: String,
+        /// A write or destructive tool the task may call (repeatable).
+        #[arg(long = "grant", value_name = "TOOL", required = true)]
+        grants: Vec<String>,
+        /// How long the task lasts, e.g. 30m, 2h, 1d (at most 30 days).
+        #[arg(long, value_name = "DURATION")]
+        ttl: String,
+        /// Total calls the task may make, reads included.
+        #[arg(long, value_name = "N")]
+        max_calls: Option<u64>,
+        /// Write and destructive calls the task may make in any hour.
+        #[arg(long, value_name = "N")]
+        writes_per_hour: Option<u32>,
+        /// A granted destructive tool whose calls need no per-call approval (repeatable).
+        #[arg(long = "pre-approve", value_name = "TOOL")]
+        pre_approve: Vec<String>,
+        /// Print JSON: {"task": {...}, "token": "..."}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List tasks, newest first.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one task as JSON.
+    Show { id: String },
+    /// Revoke a task: its sessions' next write or destructive call is refused.
+    Revoke { id: String },
+    /// Set a task's expiry to DURATION from now.
+    Extend {
+        id: String,
+        #[arg(long, value_name = "DURATION")]
+        ttl: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalArgs {
+    /// The manifest, for its state_dir.
+    #[arg(long, default_value = "tools-manifest.toml", global = true)]
+    pub manifest: PathBuf,
+    #[command(subcommand)]
+    pub command: ApprovalCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalCommand {
+    /// List pending approvals (all with --all), newest first.
+    List {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one approval as JSON.
+    Show { id: String },
+    /// Approve a pending call: the same call, repeated, runs once.
+    Approve { id: String },
+    /// Deny a pending call.
+    Deny { id: String },
+}
+
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    /// The manifest, for its state_dir.
+    #[arg(long, default_value = "tools-manifest.toml", global = true)]
+    pub manifest: PathBuf,
+    #[command(subcommand)]
+    pub command: StateCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// List a plugin's keys.
+    List {
+        plugin: String,
+        #[arg(long, default_value = "")]
+        prefix: String,
+    },
+    /// Print the value of one key.
+    Get { plugin: String, key: String },
+    /// Move a value to another key of the same plugin.
+    Move {
+        plugin: String,
+        from: String,
+        to: String,
+    },
+}
+
 /// Runs the parsed command.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Pin(args) => pin(&args),
+        Command::Task(args) => task(args),
+        Command::Approval(args) => approval(args),
+        Command::State(args) => state(args),
     }
+}
+
+fn open_store(manifest: &Manifest) -> anyhow::Result<Arc<SqliteStore>> {
+    Ok(Arc::new(SqliteStore::open(&manifest.state_dir)?))
+}
+
+/// The task a stdio session serves: the token's, or the ad-hoc one.
+fn stdio_task(
+    args: &ServeArgs,
+    manifest: &Manifest,
+    store: &dyn Store,
+) -> anyhow::Result<Option<String>> {
+    if args.http.is_some() {
+        if args.task_token.is_some() {
+            tracing::warn!(
+                "--task-token / TOOLHOST_TASK_TOKEN is ignored with --http: each HTTP request binds its task with `Authorization: Bearer <token>`"
+            );
+        }
+        return Ok(None);
+    }
+    if let Some(token) = &args.task_token {
+        let Some(task) = store.authenticate(token)? else {
+            bail!(
+                "the task token (--task-token or TOOLHOST_TASK_TOKEN) is unknown to this host's store ({})",
+                manifest.state_dir.display()
+            );
+        };
+        match task.state(now()) {
+            TaskState::Open => {}
+            TaskState::Revoked => bail!(
+                "task {} was revoked; ask the operator for a new task",
+                task.id
+            ),
+            TaskState::Expired => bail!(
+                "task {} expired at {}; ask the operator to extend it (toolhost task extend {} --ttl …)",
+                task.id,
+                rfc3339(task.expires_at),
+                task.id
+            ),
+        }
+        return Ok(Some(task.id));
+    }
+    let Some(id) = &args.task else {
+        return Ok(None);
+    };
+    operator::check_task_id(id)?;
+    operator::check_grants(manifest, &args.grants, &[])?;
+    let ttl = operator::parse_ttl(&args.ttl)?;
+    let task = store.ad_hoc_task(id, &args.grants, ttl)?;
+    Ok(Some(task.id))
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
-    let grants = Grants::new(&manifest, args.task.clone(), &args.grants)?;
+    let store: Arc<dyn Store> = open_store(&manifest)?;
+    let task = stdio_task(&args, &manifest, &*store)?;
+    let admin_token = match args.admin {
+        Some(_) => Some(AdminToken::load(
+            std::env::var("TOOLHOST_ADMIN_TOKEN").ok(),
+            args.admin_token_file.as_deref(),
+        )?),
+        None => None,
+    };
     // Without a usable cache the host still serves; it compiles at every start.
     let cache = ComponentCache::open(&manifest.state_dir)
         .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
         .ok();
     let sandbox = Sandbox::new(cache)?;
-    let catalog = catalog::load(&manifest, &sandbox).await;
+    let catalog = catalog::load(&manifest, &sandbox, &store).await;
     if args.strict && !catalog.refusals.is_empty() {
         bail!(
             "--strict: {} plugin(s) refused (see above); not serving",
@@ -107,14 +305,44 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         plugins = catalog.plugins.len(),
         refused = catalog.refusals.len(),
         tools = catalog.tools.len(),
-        task = grants.task().unwrap_or("-"),
+        task = task.as_deref().unwrap_or("-"),
         "catalog ready"
     );
-    let host = Arc::new(Toolhost::new(catalog, grants));
+    let host = Arc::new(Toolhost::new(catalog, store.clone()));
     let mcp_catalog = Arc::new(McpCatalog::new(&host));
 
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            shutdown_signal().await;
+            stop.cancel();
+        }
+    });
+    if let (Some(addr), Some(token)) = (args.admin, admin_token) {
+        let admin = AdminServer::bind(addr, store.clone(), manifest.clone(), token)
+            .await
+            .with_context(|| format!("cannot listen on {addr} for the admin API"))?;
+        let bound = admin.local_addr()?;
+        // On stdio, stdout is JSON-RPC's alone: the address goes to the log.
+        if args.stdio {
+            tracing::info!(%bound, "admin API listening");
+        } else {
+            println!("toolhost admin API at http://{bound}/v1");
+        }
+        let stopped = stop.clone().cancelled_owned();
+        tokio::spawn(async move {
+            if let Err(e) = admin.run(stopped).await {
+                tracing::error!("admin API stopped: {e}");
+            }
+        });
+    }
+
     if args.stdio {
-        stdio::serve(host, mcp_catalog, args.max_message_bytes).await?;
+        tokio::select! {
+            served = stdio::serve(host, mcp_catalog, args.max_message_bytes, task) => served?,
+            () = stop.cancelled() => {}
+        }
         return Ok(());
     }
     let addr = args.http.expect("clap requires --stdio or --http");
@@ -128,8 +356,173 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let bound = server.local_addr()?;
     println!("toolhost serving {tools} tools at http://{bound}/mcp");
     tracing::info!(%bound, "listening");
-    server.run(shutdown_signal()).await?;
+    server.run(stop.cancelled_owned()).await?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// `toolhost task …`: works on the store directly, so a serving host sees
+/// the change at its very next call.
+fn task(args: TaskArgs) -> anyhow::Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let store = open_store(&manifest)?;
+    match args.command {
+        TaskCommand::Open {
+            purpose,
+            grants,
+            ttl,
+            max_calls,
+            writes_per_hour,
+            pre_approve,
+            json,
+        } => {
+            let request = OpenTask {
+                purpose,
+                grants,
+                ttl,
+                max_calls,
+                writes_per_hour,
+                pre_approve,
+            };
+            let new = request.vet(&manifest, cli_operator())?;
+            let (task, token) = store.open_task(new)?;
+            if json {
+                let out = serde_json::json!({ "task": task_json(&task), "token": token.as_str() });
+                println!("{out}");
+            } else {
+                println!("task:    {}", task.id);
+                println!("expires: {}", rfc3339(task.expires_at));
+                println!("token:   {}", token.as_str());
+                println!();
+                println!("The token is shown only this once. Give it to the agent's MCP client:");
+                println!("  Streamable HTTP: header `Authorization: Bearer <token>`");
+                println!("  stdio:           TOOLHOST_TASK_TOKEN=<token> toolhost serve --stdio");
+            }
+        }
+        TaskCommand::List { json } => {
+            let tasks = store.tasks()?;
+            if json {
+                let list: Vec<_> = tasks.iter().map(task_json).collect();
+                println!("{}", serde_json::Value::Array(list));
+            } else if tasks.is_empty() {
+                println!("no tasks");
+            } else {
+                let at = now();
+                println!(
+                    "{:<20} {:<8} {:<21} {:>9}  GRANTS / PURPOSE",
+                    "ID", "STATE", "EXPIRES", "CALLS"
+                );
+                for t in &tasks {
+                    let state = match t.state(at) {
+                        TaskState::Open => "open",
+                        TaskState::Revoked => "revoked",
+                        TaskState::Expired => "expired",
+                    };
+                    let calls = match t.max_calls {
+                        Some(max) => format!("{}/{max}", t.calls_used),
+                        None => t.calls_used.to_string(),
+                    };
+                    println!(
+                        "{:<20} {:<8} {:<21} {:>9}  {} / {}",
+                        t.id,
+                        state,
+                        rfc3339(t.expires_at),
+                        calls,
+                        t.grants.join(","),
+                        t.purpose
+                    );
+                }
+            }
+        }
+        TaskCommand::Show { id } => {
+            let task = store
+                .task(&id)?
+                .with_context(|| format!("no task `{id}`"))?;
+            println!("{:#}", task_json(&task));
+        }
+        TaskCommand::Revoke { id } => {
+            let task = store.revoke_task(&id, &cli_operator())?;
+            println!(
+                "task {} revoked; its sessions' next write or destructive call is refused",
+                task.id
+            );
+        }
+        TaskCommand::Extend { id, ttl } => {
+            let task = store.extend_task(&id, operator::parse_ttl(&ttl)?)?;
+            println!(
+                "task {} now expires at {}",
+                task.id,
+                rfc3339(task.expires_at)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn approval(args: ApprovalArgs) -> anyhow::Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let store = open_store(&manifest)?;
+    let decide = |id: &str, decision| -> anyhow::Result<()> {
+        let approval = store.decide(id, decision, &cli_operator(), "cli")?;
+        let verb = match decision {
+            Decision::Approve => "approved; the same call, repeated, runs once",
+            Decision::Deny => "denied",
+        };
+        println!("{} {verb}: {}", approval.id, approval.summary);
+        Ok(())
+    };
+    match args.command {
+        ApprovalCommand::List { all, json } => {
+            let list = store.approvals(!all)?;
+            if json {
+                let list: Vec<_> = list.iter().map(approval_json).collect();
+                println!("{}", serde_json::Value::Array(list));
+            } else if list.is_empty() {
+                println!("no {}approvals", if all { "" } else { "pending " });
+            } else {
+                for a in &list {
+                    println!(
+                        "{}  {:<8}  until {}  {}",
+                        a.id,
+                        a.state.as_str(),
+                        rfc3339(a.expires_at),
+                        a.summary
+                    );
+                }
+            }
+        }
+        ApprovalCommand::Show { id } => {
+            let approval = store
+                .approval(&id)?
+                .with_context(|| format!("no approval `{id}`"))?;
+            println!("{:#}", approval_json(&approval));
+        }
+        ApprovalCommand::Approve { id } => decide(&id, Decision::Approve)?,
+        ApprovalCommand::Deny { id } => decide(&id, Decision::Deny)?,
+    }
+    Ok(())
+}
+
+fn state(args: StateArgs) -> anyhow::Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let store = open_store(&manifest)?;
+    match args.command {
+        StateCommand::List { plugin, prefix } => {
+            for key in store.state_list(&plugin, &prefix)? {
+                println!("{key}");
+            }
+        }
+        StateCommand::Get { plugin, key } => {
+            let value = store
+                .state_get(&plugin, &key)?
+                .with_context(|| format!("plugin `{plugin}` has no key `{key}`"))?;
+            println!("{value}");
+        }
+        StateCommand::Move { plugin, from, to } => {
+            store.state_rename(&plugin, &from, &to)?;
+            println!("{plugin}: moved `{from}` to `{to}`");
+        }
+    }
     Ok(())
 }
 

@@ -4,38 +4,50 @@
 //! It returns a typed [`CallError`] for every way a call can fail; turning
 //! that into what the client sees is the MCP layer's one mapping.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
 use crate::catalog::{Catalog, CatalogTool};
 use crate::manifest::{InstanceMode, RiskClass, ToolName};
-use crate::policy::{Denial, Grants};
+use crate::policy::{self, Denial};
 use crate::sandbox::{CallContext, SandboxError, ToolError};
 use crate::session::Session;
+use crate::store::{ApprovalRequest, Charge, ChargeRefusal, Store, StoreError};
 
 /// Guest-controlled: a plugin's error message is cut to this many bytes.
 const PLUGIN_MESSAGE_BYTES: usize = 2_048;
 
-/// Everything a call needs that does not change while the host serves.
+/// How long a human has to decide on a pending approval.
+pub const APPROVAL_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// Everything a call needs: the catalog, and the store that holds tasks,
+/// budgets, approvals and plugin state.
 pub struct Toolhost {
     pub catalog: Catalog,
-    pub grants: Grants,
-    /// Where stateless (2026-07-28) requests keep per-session plugin state
-    /// when the process serves a task: they have no session of their own, so
-    /// the task is what ties their calls together. `None` without a task:
-    /// anonymous stateless requests get fresh instances.
-    pub task_session: Option<Session>,
+    pub store: Arc<dyn Store>,
+    /// Where stateless (2026-07-28) requests of a task keep per-session
+    /// plugin state: they have no session of their own, so the task is what
+    /// ties their calls together. Anonymous stateless requests get fresh
+    /// instances.
+    task_sessions: Mutex<HashMap<String, Arc<Session>>>,
 }
 
 impl Toolhost {
-    pub fn new(catalog: Catalog, grants: Grants) -> Toolhost {
-        let task_session = grants.task().map(|_| Session::new());
+    pub fn new(catalog: Catalog, store: Arc<dyn Store>) -> Toolhost {
         Toolhost {
             catalog,
-            grants,
-            task_session,
+            store,
+            task_sessions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The shared session of `task`'s stateless requests.
+    pub fn task_session(&self, task: &str) -> Arc<Session> {
+        let mut sessions = self.task_sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.entry(task.to_string()).or_default().clone()
     }
 }
 
@@ -73,10 +85,12 @@ pub enum CallError {
 }
 
 impl Toolhost {
-    /// Runs `name` with `arguments` for `session`, or says why not.
+    /// Runs `name` with `arguments` for `session`, bound to `task` (if any),
+    /// or says why not.
     pub async fn call(
         &self,
         session: &Session,
+        task: Option<&str>,
         name: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<Map<String, Value>, CallError> {
@@ -92,24 +106,112 @@ impl Toolhost {
                 tool: tool.name.clone(),
                 detail,
             })?;
-        self.grants
-            .admit(&tool.name, tool.risk)
+        self.admit(tool, task, &arguments)
             .map_err(|denial| CallError::Denied {
                 tool: tool.name.clone(),
                 risk: tool.risk,
                 denial,
-                task: self.grants.task().map(str::to_string),
+                task: task.map(str::to_string),
             })?;
 
         let context = CallContext {
             session_id: session.id().to_string(),
-            task_id: self.grants.task().map(str::to_string),
+            task_id: task.map(str::to_string),
             call_id: uuid::Uuid::new_v4().to_string(),
         };
         let raw = self
             .run(session, tool, &arguments.to_string(), &context)
             .await?;
         self.check_output(tool, raw)
+    }
+
+    /// Decides whether the call may run and, if it may, charges the task.
+    /// A store failure refuses the call: the host never acts uncounted.
+    fn admit(
+        &self,
+        tool: &CatalogTool,
+        task: Option<&str>,
+        arguments: &Value,
+    ) -> Result<(), Denial> {
+        let Some(task) = task else {
+            return match tool.risk {
+                RiskClass::Read => Ok(()),
+                RiskClass::Write | RiskClass::Destructive => Err(Denial::NotGranted),
+            };
+        };
+        let binding;
+        let charge = match tool.risk {
+            RiskClass::Read => Charge::Read,
+            RiskClass::Write => Charge::Write,
+            RiskClass::Destructive => {
+                binding = policy::approval_binding(tool.name.as_str(), arguments);
+                Charge::Destructive { binding: &binding }
+            }
+        };
+        let refusal = match self.store.charge(task, tool.name.as_str(), charge) {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(refusal)) => refusal,
+            Err(e) => return Err(Denial::StoreUnavailable(e.to_string())),
+        };
+        match refusal {
+            // Reading needs no task: a closed task leaves its sessions the
+            // read access every session has.
+            ChargeRefusal::Closed(_) if tool.risk == RiskClass::Read => Ok(()),
+            ChargeRefusal::Closed(state) => Err(Denial::TaskClosed(state)),
+            ChargeRefusal::NotGranted => Err(Denial::NotGranted),
+            ChargeRefusal::CallsExhausted { max_calls } => {
+                Err(Denial::CallsExhausted { max_calls })
+            }
+            ChargeRefusal::WriteRateExhausted { per_hour } => {
+                Err(Denial::WriteRateExhausted { per_hour })
+            }
+            ChargeRefusal::ApprovalMissing => {
+                let Charge::Destructive { binding } = charge else {
+                    unreachable!("only destructive calls need an approval")
+                };
+                self.approval_needed(tool, task, binding, arguments)
+            }
+        }
+    }
+
+    /// A destructive call without an approval: report a decline not yet
+    /// reported, or hold the call as a pending approval (the same one for
+    /// every repetition of the same call).
+    fn approval_needed(
+        &self,
+        tool: &CatalogTool,
+        task: &str,
+        binding: &str,
+        arguments: &Value,
+    ) -> Result<(), Denial> {
+        let store_failed = |e: StoreError| Denial::StoreUnavailable(e.to_string());
+        if let Some(denied) = self
+            .store
+            .take_denial(task, binding)
+            .map_err(store_failed)?
+        {
+            return Err(Denial::ApprovalDenied(Box::new(denied)));
+        }
+        let empty = Map::new();
+        let summary = policy::approval_summary(
+            &tool.title,
+            tool.name.as_str(),
+            tool.approval.as_deref(),
+            task,
+            arguments.as_object().unwrap_or(&empty),
+        );
+        let approval = self
+            .store
+            .request_approval(ApprovalRequest {
+                task_id: task.to_string(),
+                tool: tool.name.as_str().to_string(),
+                binding: binding.to_string(),
+                arguments: arguments.clone(),
+                summary,
+                ttl: APPROVAL_TTL,
+            })
+            .map_err(store_failed)?;
+        Err(Denial::ApprovalRequired(Box::new(approval)))
     }
 
     async fn run(

@@ -12,6 +12,8 @@ pub mod cli;
 pub mod dispatch;
 pub mod manifest;
 pub mod mcp;
+pub mod operator;
 pub mod policy;
 pub mod sandbox;
 pub mod session;
+pub mod store;

@@ -1,87 +1,182 @@
-//! Policy: whether a call of a known tool may run in this session.
+//! Policy: the rules that decide whether a call of a known tool may run,
+//! and the words a human is shown when a destructive call needs a yes.
 //!
-//! Read tools always may. Write and destructive tools need a grant from the
-//! task the process serves; destructive ones also need a human's approval,
-//! which this version of the host cannot ask for yet, so they are refused.
-//! This module decides; it does not run anything.
+//! Read tools always may run. Write and destructive tools need the session
+//! to be bound to an open task that grants them, within the task's budgets;
+//! a destructive call also needs a human's approval of that exact call
+//! unless the task pre-approved the tool. The counting itself happens in the
+//! store, in one transaction with the checks (see `store::Store::charge`).
 
-use std::collections::BTreeSet;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
-use crate::manifest::{Manifest, RiskClass, ToolName};
-
-/// The task the serving process was started for, and what it may do.
-#[derive(Debug, Clone, Default)]
-pub struct Grants {
-    task: Option<String>,
-    tools: BTreeSet<ToolName>,
-}
+use crate::store::{Approval, TaskState};
 
 /// Why a call may not run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Denial {
-    /// The tool changes things and the task has no grant for it.
+    /// The tool changes things and the session's task (if any) has no grant
+    /// for it.
     NotGranted,
-    /// The tool is destructive and no human approved this call.
-    ApprovalRequired,
+    /// The session's task was revoked or has expired.
+    TaskClosed(TaskState),
+    /// The task has used its total call budget.
+    CallsExhausted { max_calls: u64 },
+    /// The task has made its writes for this hour.
+    WriteRateExhausted { per_hour: u32 },
+    /// A human must approve this exact call first; it is pending.
+    ApprovalRequired(Box<Approval>),
+    /// A human declined this exact call.
+    ApprovalDenied(Box<Approval>),
+    /// The store could not be read or written, so nothing can be counted.
+    StoreUnavailable(String),
 }
 
-/// A grant the operator asked for that cannot be given.
-#[derive(Debug, thiserror::Error)]
-pub enum GrantError {
-    #[error("--grant needs --task: a grant belongs to a task (e.g. --task TICKET-42 --grant {0})")]
-    NoTask(String),
-    #[error("--task must be 1 to 128 visible characters without spaces, got {0:?}")]
-    BadTaskId(String),
-    #[error("cannot grant `{0}`: the manifest declares no such tool")]
-    UnknownTool(String),
-    #[error("cannot grant `{0}`: it is a read tool, which every session may use without a grant")]
-    ReadTool(String),
+/// What an approval is bound to: the tool and its arguments, canonically
+/// serialised (object keys sorted), hashed. The same call with any other
+/// argument value has another binding and needs its own approval.
+pub fn approval_binding(tool: &str, arguments: &Value) -> String {
+    let mut canonical = String::new();
+    write_canonical(arguments, &mut canonical);
+    let mut hash = Sha256::new();
+    hash.update(tool.as_bytes());
+    hash.update([0]);
+    hash.update(canonical.as_bytes());
+    hex::encode(hash.finalize())
 }
 
-impl Grants {
-    /// Builds the grants of `--task ID --grant TOOL …`, checking each tool
-    /// against the manifest.
-    pub fn new(
-        manifest: &Manifest,
-        task: Option<String>,
-        tools: &[String],
-    ) -> Result<Grants, GrantError> {
-        if let Some(id) = &task {
-            let visible = id.chars().all(|c| c.is_ascii_graphic());
-            if id.is_empty() || id.len() > 128 || !visible {
-                return Err(GrantError::BadTaskId(id.clone()));
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
             }
-        } else if let Some(first) = tools.first() {
-            return Err(GrantError::NoTask(first.clone()));
+            out.push('}');
         }
-        let mut granted = BTreeSet::new();
-        for name in tools {
-            let Some((_, decl)) = manifest.tool(name) else {
-                return Err(GrantError::UnknownTool(name.clone()));
-            };
-            if decl.risk == RiskClass::Read {
-                return Err(GrantError::ReadTool(name.clone()));
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
             }
-            granted.insert(decl.name.clone());
+            out.push(']');
         }
-        Ok(Grants {
-            task,
-            tools: granted,
-        })
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Longest rendering of one argument in an approval prompt.
+const ARGUMENT_CHARS: usize = 120;
+
+/// The action restated for the human: the tool's title, what it does (the
+/// manifest's approval text with `{argument}` filled in, or a generic
+/// sentence) and the key arguments.
+pub fn approval_summary(
+    title: &str,
+    tool: &str,
+    template: Option<&str>,
+    task: &str,
+    arguments: &Map<String, Value>,
+) -> String {
+    let effect = match template {
+        Some(template) => fill(template, arguments),
+        None => format!("runs the destructive tool {tool}"),
+    };
+    let mut args: Vec<String> = arguments
+        .iter()
+        .map(|(k, v)| format!("{k} = {}", shown(v)))
+        .collect();
+    args.sort();
+    let args = if args.is_empty() {
+        "no arguments".to_string()
+    } else {
+        args.join(", ")
+    };
+    format!("{title} ({tool}) for task {task}: {effect}. Arguments: {args}.")
+}
+
+/// Replaces each `{name}` with the argument's value; an absent argument
+/// shows as `(none)`.
+fn fill(template: &str, arguments: &Map<String, Value>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close)
+                if after[..close]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                let name = &after[..close];
+                out.push_str(&arguments.get(name).map_or("(none)".into(), shown));
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// An argument as a human reads it: strings bare, other values as JSON,
+/// long ones cut with their length kept.
+fn shown(value: &Value) -> String {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let chars = text.chars().count();
+    if chars <= ARGUMENT_CHARS {
+        return text;
+    }
+    let cut: String = text.chars().take(ARGUMENT_CHARS).collect();
+    format!("{cut}… ({chars} characters)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn binding_ignores_key_order_but_not_values() {
+        let a = approval_binding("t", &json!({"a": 1, "b": {"y": 2, "x": [1, "z"]}}));
+        let b = approval_binding("t", &json!({"b": {"x": [1, "z"], "y": 2}, "a": 1}));
+        let c = approval_binding("t", &json!({"a": 2, "b": {"y": 2, "x": [1, "z"]}}));
+        let d = approval_binding("u", &json!({"a": 1, "b": {"y": 2, "x": [1, "z"]}}));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_ne!(a, d);
     }
 
-    /// The task id, if the process serves one.
-    pub fn task(&self) -> Option<&str> {
-        self.task.as_deref()
-    }
-
-    /// Decides whether `tool` of class `risk` may run now.
-    pub fn admit(&self, tool: &ToolName, risk: RiskClass) -> Result<(), Denial> {
-        match risk {
-            RiskClass::Read => Ok(()),
-            RiskClass::Write if self.tools.contains(tool) => Ok(()),
-            RiskClass::Destructive if self.tools.contains(tool) => Err(Denial::ApprovalRequired),
-            RiskClass::Write | RiskClass::Destructive => Err(Denial::NotGranted),
-        }
+    #[test]
+    fn summary_restates_the_action() {
+        let args = json!({"slug": "deploy-checklist", "note": "x".repeat(200)});
+        let summary = approval_summary(
+            "Delete note",
+            "notes_note_delete",
+            Some(
+                "deletes the note `{slug}`; it stays in the trash for 30 days {missing} {not a var}",
+            ),
+            "task-1",
+            args.as_object().unwrap(),
+        );
+        assert!(summary.starts_with("Delete note (notes_note_delete) for task task-1: deletes the note `deploy-checklist`; it stays in the trash for 30 days (none) {not a var}."), "{summary}");
+        assert!(summary.contains("(200 characters)"), "{summary}");
     }
 }

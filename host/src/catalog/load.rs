@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
 use crate::manifest::{Manifest, PluginDecl, PluginName, Sha256Digest};
 use crate::sandbox::{Origin, PluginShared, PreparedPlugin, Sandbox, ToolSpec};
+use crate::store::Store;
 
 /// A plugin that will not be served, and why.
 #[derive(Debug, Clone)]
@@ -36,7 +37,7 @@ impl fmt::Display for Refusal {
 
 /// Loads every plugin the manifest declares, compiling them in parallel.
 /// Never fails as a whole: see [`Catalog::refusals`] for what was left out.
-pub async fn load(manifest: &Manifest, sandbox: &Sandbox) -> Catalog {
+pub async fn load(manifest: &Manifest, sandbox: &Sandbox, store: &Arc<dyn Store>) -> Catalog {
     // A clash is decided on declarations, before anything is compiled, so
     // the outcome does not depend on which component loads.
     let mut owners: HashMap<&str, (&PluginName, usize)> = HashMap::new();
@@ -62,7 +63,7 @@ pub async fn load(manifest: &Manifest, sandbox: &Sandbox) -> Catalog {
         |(decl, clash)| async move {
             match clash {
                 Some(reason) => Err(reason),
-                None => vet(decl, sandbox).await,
+                None => vet(decl, sandbox, store).await,
             }
         },
     ))
@@ -103,6 +104,7 @@ pub async fn load(manifest: &Manifest, sandbox: &Sandbox) -> Catalog {
 async fn vet(
     decl: &PluginDecl,
     sandbox: &Sandbox,
+    store: &Arc<dyn Store>,
 ) -> Result<(PreparedPlugin, Origin, Vec<CatalogTool>), String> {
     let path = &decl.component;
     let bytes = tokio::fs::read(path).await.map_err(|e| {
@@ -124,6 +126,7 @@ async fn vet(
         name: decl.name.clone(),
         config: decl.config.clone(),
         limits: decl.limits,
+        store: store.clone(),
     });
     let compiler = sandbox.clone();
     let (prepared, origin) =
@@ -131,7 +134,7 @@ async fn vet(
             .await
             .map_err(|e| format!("compiling the component panicked: {e}"))?
             .map_err(|e| {
-                format!("{e}; build it for wasm32-wasip2 against wit/ (toolhost:plugin@0.1.0)")
+                format!("{e}; build it for wasm32-wasip2 against wit/ (toolhost:plugin@0.2.0)")
             })?;
 
     let specs = prepared
@@ -205,6 +208,7 @@ fn match_declaration(decl: &PluginDecl, specs: Vec<ToolSpec>) -> Result<Vec<Cata
                 description: spec.description,
                 risk: t.risk,
                 idempotent: t.idempotent,
+                approval: t.approval.clone(),
                 input,
                 output,
                 plugin: 0,

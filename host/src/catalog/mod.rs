@@ -26,6 +26,8 @@ pub struct CatalogTool {
     pub description: String,
     pub risk: RiskClass,
     pub idempotent: bool,
+    /// The manifest's approval text (destructive tools only).
+    pub approval: Option<String>,
     pub input: ToolSchema,
     pub output: Option<ToolSchema>,
     /// Index into [`Catalog::plugins`].

@@ -63,12 +63,15 @@ pub struct Limits {
     pub call_timeout: std::time::Duration,
     /// Largest result a call may return, in bytes; beyond it the call fails.
     pub output_bytes: usize,
+    /// Bytes of keys and values the plugin may keep through `state`.
+    pub state_bytes: u64,
 }
 
 impl Limits {
     pub const DEFAULT_MEMORY_MIB: u32 = 64;
     pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 5_000;
     pub const DEFAULT_OUTPUT_KIB: u32 = 1_024;
+    pub const DEFAULT_STATE_KIB: u32 = 1_024;
 }
 
 impl Default for Limits {
@@ -77,6 +80,7 @@ impl Default for Limits {
             memory_bytes: u64::from(Self::DEFAULT_MEMORY_MIB) << 20,
             call_timeout: std::time::Duration::from_millis(Self::DEFAULT_CALL_TIMEOUT_MS),
             output_bytes: (Self::DEFAULT_OUTPUT_KIB as usize) << 10,
+            state_bytes: u64::from(Self::DEFAULT_STATE_KIB) << 10,
         }
     }
 }
@@ -88,6 +92,9 @@ pub struct ToolDecl {
     pub risk: RiskClass,
     /// The manifest vouches that repeating a call has no further effect.
     pub idempotent: bool,
+    /// For destructive tools: what a call does, in words a human approves,
+    /// with `{argument}` placeholders, e.g. "deletes the note `{slug}`".
+    pub approval: Option<String>,
     /// 1-based line of the declaration, for messages.
     pub line: usize,
 }

@@ -51,6 +51,7 @@ struct RawLimits {
     memory_mib: Option<Spanned<u32>>,
     call_timeout_ms: Option<Spanned<u64>>,
     output_kib: Option<Spanned<u32>>,
+    state_kib: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -60,6 +61,7 @@ struct RawTool {
     risk: RiskClass,
     #[serde(default)]
     idempotent: bool,
+    approval: Option<Spanned<String>>,
 }
 
 /// Config values are strings to the plugin; numbers and booleans are
@@ -89,6 +91,7 @@ impl ConfigValue {
 const MAX_MEMORY_MIB: u32 = 4_096;
 const MAX_CALL_TIMEOUT_MS: u64 = 10 * 60 * 1_000;
 const MAX_OUTPUT_KIB: u32 = 64 * 1_024;
+const MAX_STATE_KIB: u32 = 1_024 * 1_024;
 
 impl RawPlugin {
     pub(super) fn vet(
@@ -130,10 +133,28 @@ impl RawPlugin {
                     "remove one of the two [[plugin.tool]] tables".into(),
                 ));
             }
+            let approval = match t.approval {
+                Some(text) if t.risk != RiskClass::Destructive => {
+                    return Err(at.error(
+                        Some(text.span()),
+                        format!("tool `{tool_name}` has an approval text but is not destructive"),
+                        "remove `approval`; only destructive calls are put to a human".into(),
+                    ));
+                }
+                Some(text) if text.get_ref().trim().is_empty() || text.get_ref().len() > 500 => {
+                    return Err(at.error(
+                        Some(text.span()),
+                        format!("the approval text of `{tool_name}` is empty or longer than 500 bytes"),
+                        "say in one sentence what the call does, e.g. \"deletes the note `{slug}`\"".into(),
+                    ));
+                }
+                other => other.map(Spanned::into_inner),
+            };
             tools.push(ToolDecl {
                 name: tool_name,
                 risk: t.risk,
                 idempotent: t.idempotent,
+                approval,
                 line: tool_line,
             });
         }
@@ -199,10 +220,19 @@ impl RawLimits {
             MAX_OUTPUT_KIB,
             Limits::DEFAULT_OUTPUT_KIB,
         )?;
+        let state_kib = bounded(
+            at,
+            self.state_kib,
+            "state_kib",
+            0,
+            MAX_STATE_KIB,
+            Limits::DEFAULT_STATE_KIB,
+        )?;
         Ok(Limits {
             memory_bytes: u64::from(memory_mib) << 20,
             call_timeout: std::time::Duration::from_millis(timeout_ms),
             output_bytes: (output_kib as usize) << 10,
+            state_bytes: u64::from(state_kib) << 10,
         })
     }
 }

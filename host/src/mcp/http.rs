@@ -6,19 +6,33 @@
 //! requests are stateless, so each gets a fresh handler and therefore fresh
 //! plugin instances. `Host` and `Origin` are checked against allow-lists (a
 //! foreign one gets 403) and request bodies are capped while streaming.
+//!
+//! A request may carry `Authorization: Bearer <task token>`; its calls are
+//! then made for that task. A token that was never issued is refused with
+//! 401 on any request. A revoked or expired one is refused with 401 when a
+//! client connects (a request outside a session); inside a live session it
+//! passes, and its calls get `grant_expired`, so the model learns why.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::Response;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use rmcp::model::ErrorCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use super::{McpCatalog, McpSession};
+use super::{Binding, McpCatalog, McpSession};
 use crate::dispatch::Toolhost;
+use crate::store::{self, Store, TaskState};
+
+/// The task a request's bearer token belongs to; put in the request's
+/// extensions by [`bind_task`].
+#[derive(Debug, Clone)]
+pub struct BoundTask(pub String);
 
 /// Who may talk to the HTTP endpoint.
 #[derive(Debug, Clone)]
@@ -78,13 +92,21 @@ impl HttpServer {
             .enforce_origin_validation()
             .with_max_request_body_bytes(options.max_message_bytes)
             .with_cancellation_token(shutdown.child_token());
+        let store = host.store.clone();
         let service = StreamableHttpService::new(
-            move || Ok(McpSession::new(host.clone(), catalog.clone())),
+            move || {
+                Ok(McpSession::new(
+                    host.clone(),
+                    catalog.clone(),
+                    Binding::PerRequest,
+                ))
+            },
             Arc::new(LocalSessionManager::default()),
             config,
         );
         let router = axum::Router::new()
             .route_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(store, bind_task))
             .layer(axum::middleware::map_response(json_rpc_error_bodies));
         Ok(HttpServer {
             listener,
@@ -108,6 +130,64 @@ impl HttpServer {
             })
             .await
     }
+}
+
+/// Resolves the bearer token, if any, to its task; see the module docs.
+async fn bind_task(
+    State(store): State<Arc<dyn Store>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let Some(value) = request.headers().get(header::AUTHORIZATION) else {
+        return next.run(request).await;
+    };
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    let Some(token) = token else {
+        return unauthorized("the Authorization header must be `Bearer <task token>`");
+    };
+    let task = match store.authenticate(token) {
+        Ok(Some(task)) => task,
+        Ok(None) => return unauthorized("unknown task token"),
+        Err(e) => {
+            tracing::error!("checking a task token: {e}");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the host's store is unavailable",
+            )
+                .into_response();
+        }
+    };
+    let connecting = !request.headers().contains_key("mcp-session-id");
+    match task.state(store::now()) {
+        TaskState::Open => {}
+        state if connecting => {
+            let what = if state == TaskState::Revoked {
+                "revoked"
+            } else {
+                "expired"
+            };
+            return unauthorized(&format!("task {} is {what}", task.id));
+        }
+        _ => {}
+    }
+    request.extensions_mut().insert(BoundTask(task.id));
+    next.run(request).await
+}
+
+fn unauthorized(why: &str) -> Response {
+    let mut response = (StatusCode::UNAUTHORIZED, why.to_string()).into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"toolhost\", error=\"invalid_token\""),
+    );
+    response
 }
 
 /// rmcp answers transport-level refusals (body too large, unparsable body,

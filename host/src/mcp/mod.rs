@@ -5,6 +5,7 @@
 //! plugin instances. Everything it does is delegated to [`Toolhost`]; this
 //! module only translates between MCP and the host.
 
+mod approval;
 pub mod http;
 mod reply;
 pub mod stdio;
@@ -19,15 +20,36 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::catalog::CatalogTool;
-use crate::dispatch::Toolhost;
+use crate::dispatch::{CallError, Toolhost};
 use crate::manifest::RiskClass;
+use crate::policy::Denial;
 use crate::session::Session;
+use approval::Channel;
 
 /// What the host tells every client at `initialize`.
 const INSTRUCTIONS: &str = "Tools run in sandboxed plugins. Read tools always work. Write and \
-destructive tools need a task grant from the operator; a refusal says which grant is missing. \
-Every failure is a result with ok=false, a code, a message saying what to do next, and \
-retryable.";
+destructive tools need a task grant from the operator (a task token); destructive calls also \
+need a human's approval of each call. A refusal says what is missing. Every failure is a result \
+with ok=false, a code, a message saying what to do next, and retryable.";
+
+/// The sentence that ends each write or destructive tool's description.
+fn needs(risk: RiskClass) -> Option<&'static str> {
+    match risk {
+        RiskClass::Read => None,
+        RiskClass::Write => Some("Needs a task grant."),
+        RiskClass::Destructive => Some("Needs a task grant and a human's approval for each call."),
+    }
+}
+
+/// Which task a session's calls are made for.
+#[derive(Debug, Clone)]
+pub enum Binding {
+    /// stdio: the process was started for this task, or for none.
+    Fixed(Option<String>),
+    /// Streamable HTTP: each request's bearer token decides (checked by the
+    /// HTTP layer, which attaches a [`http::BoundTask`]).
+    PerRequest,
+}
 
 /// The catalog as MCP `Tool`s, built once at start-up.
 pub struct McpCatalog {
@@ -53,9 +75,13 @@ fn mcp_tool(tool: &CatalogTool) -> Tool {
             .destructive(tool.risk == RiskClass::Destructive)
             .idempotent(tool.idempotent);
     }
+    let description = match needs(tool.risk) {
+        Some(needs) => format!("{} {needs}", tool.description.trim_end()),
+        None => tool.description.clone(),
+    };
     let mut out = Tool::new(
         tool.name.as_str().to_string(),
-        tool.description.clone(),
+        description,
         tool.input_schema().clone(),
     );
     out.title = Some(tool.title.clone());
@@ -70,14 +96,27 @@ pub struct McpSession {
     host: Arc<Toolhost>,
     catalog: Arc<McpCatalog>,
     session: Arc<Session>,
+    binding: Binding,
 }
 
 impl McpSession {
-    pub fn new(host: Arc<Toolhost>, catalog: Arc<McpCatalog>) -> McpSession {
+    pub fn new(host: Arc<Toolhost>, catalog: Arc<McpCatalog>, binding: Binding) -> McpSession {
         McpSession {
             host,
             catalog,
             session: Arc::new(Session::new()),
+            binding,
+        }
+    }
+
+    fn task(&self, context: &RequestContext<RoleServer>) -> Option<String> {
+        match &self.binding {
+            Binding::Fixed(task) => task.clone(),
+            Binding::PerRequest => context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<http::BoundTask>())
+                .map(|bound| bound.0.clone()),
         }
     }
 }
@@ -104,14 +143,46 @@ impl ServerHandler for McpSession {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let session = match &self.host.task_session {
-            Some(shared) if is_stateless_http(&context) => shared,
-            _ => &*self.session,
+        let task = self.task(&context);
+        let session = match &task {
+            Some(task) if is_stateless_http(&context) => self.host.task_session(task),
+            _ => self.session.clone(),
         };
-        let outcome = self
-            .host
-            .call(session, &request.name, request.arguments)
-            .await;
+        let call = || {
+            self.host.call(
+                &session,
+                task.as_deref(),
+                &request.name,
+                request.arguments.clone(),
+            )
+        };
+        let mut outcome = call().await;
+        if let Err(CallError::Denied {
+            denial: Denial::ApprovalRequired(pending),
+            ..
+        }) = &outcome
+        {
+            let store = &*self.host.store;
+            let asked = match Channel::of(&context) {
+                Channel::Operator => Ok(false),
+                Channel::Elicitation => approval::elicit(store, pending, &context)
+                    .await
+                    .map(|()| true),
+                Channel::InputRequired => {
+                    match approval::answer_from_retry(store, pending, &request, &context) {
+                        Ok(false) => return approval::input_required(pending).map(Into::into),
+                        other => other,
+                    }
+                }
+            };
+            match asked {
+                // The decision is in the store; the same call now runs (or
+                // reports the decline).
+                Ok(true) => outcome = call().await,
+                Ok(false) => {}
+                Err(e) => tracing::error!("recording an approval decision: {e}"),
+            }
+        }
         reply::tool_result(outcome).map(Into::into)
     }
 }

@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::dispatch::CallError;
 use crate::policy::Denial;
 use crate::sandbox::SandboxError;
+use crate::store::{self, TaskState};
 
 /// Turns a call's outcome into a `tools/call` result or a JSON-RPC error.
 pub fn tool_result(
@@ -41,33 +42,84 @@ pub fn tool_result(
         CallError::Denied {
             tool,
             risk,
-            denial: Denial::NotGranted,
+            denial,
             task,
-        } => (
-            "not_granted".into(),
-            match task {
-                Some(task) => format!(
-                    "{tool} is a {} tool and task {task} has no grant for it. Do not retry; ask the operator to grant {tool} to the task (toolhost serve --task {task} --grant {tool}).",
-                    risk.as_str()
+        } => {
+            let task = task.unwrap_or_default();
+            match denial {
+                Denial::NotGranted if task.is_empty() => (
+                    "not_granted".into(),
+                    format!(
+                        "{tool} is a {} tool and this session is not bound to a task. Do not retry; ask the operator for a task token that grants {tool} (toolhost task open --grant {tool}).",
+                        risk.as_str()
+                    ),
+                    false,
                 ),
-                None => format!(
-                    "{tool} is a {} tool and this session has no task grant. Do not retry; ask the operator to start the host for a task with --grant {tool}.",
-                    risk.as_str()
+                Denial::NotGranted => (
+                    "not_granted".into(),
+                    format!(
+                        "{tool} is a {} tool and task {task} has no grant for it. Do not retry; ask the operator to open a task that grants {tool}.",
+                        risk.as_str()
+                    ),
+                    false,
                 ),
-            },
-            false,
-        ),
-        CallError::Denied {
-            tool,
-            denial: Denial::ApprovalRequired,
-            ..
-        } => (
-            "approval_required".into(),
-            format!(
-                "{tool} is destructive and needs a human's approval for each call, which this host cannot ask for. Do not retry; report that the action needs an operator."
-            ),
-            false,
-        ),
+                Denial::TaskClosed(state) => (
+                    "grant_expired".into(),
+                    format!(
+                        "Task {task} is {}: its grants no longer apply. Do not retry; report to the user that the task ended and what remains undone.",
+                        match state {
+                            TaskState::Revoked => "revoked",
+                            _ => "expired",
+                        }
+                    ),
+                    false,
+                ),
+                Denial::CallsExhausted { max_calls } => (
+                    "budget_exhausted".into(),
+                    format!(
+                        "Task {task} has used all {max_calls} calls of its budget. Stop now and report to the user what you did and what remains; do not retry and do not switch to other tools."
+                    ),
+                    false,
+                ),
+                Denial::WriteRateExhausted { per_hour } => (
+                    "budget_exhausted".into(),
+                    format!(
+                        "Task {task} may make {per_hour} write calls per hour and has made them. Stop now and report to the user what you did and what remains; do not retry and do not switch to other tools."
+                    ),
+                    false,
+                ),
+                Denial::ApprovalRequired(approval) => {
+                    return Ok(CallToolResult::structured_error(json!({
+                        "ok": false,
+                        "code": "approval_required",
+                        "message": format!(
+                            "{tool} needs a human's approval for this exact call; approval {} is pending until {}. Tell the user: \"{}\" and ask them to approve it (toolhost approval approve {}). Once approved, make the same call again with the same arguments; it runs once.",
+                            approval.id,
+                            store::rfc3339(approval.expires_at),
+                            approval.summary,
+                            approval.id
+                        ),
+                        "retryable": false,
+                        "approval_id": approval.id,
+                    })));
+                }
+                Denial::ApprovalDenied(approval) => (
+                    "approval_denied".into(),
+                    format!(
+                        "A human declined this call of {tool} (approval {}). Do not retry it; report that the action was declined.",
+                        approval.id
+                    ),
+                    false,
+                ),
+                Denial::StoreUnavailable(_) => (
+                    "store_unavailable".into(),
+                    format!(
+                        "The host could not record this call of {tool} against the task, so it did not run. You may retry once; if it fails again, stop and report it."
+                    ),
+                    true,
+                ),
+            }
+        }
         CallError::Sandbox {
             tool,
             error,

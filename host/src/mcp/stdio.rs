@@ -16,17 +16,19 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::{McpCatalog, McpSession};
+use super::{Binding, McpCatalog, McpSession};
 use crate::dispatch::Toolhost;
 
 /// Lines queued for stdout; small, since the writer keeps up easily.
 const OUTBOUND_QUEUE: usize = 64;
 
-/// Serves one MCP session on stdin/stdout until stdin closes.
+/// Serves one MCP session on stdin/stdout until stdin closes, for `task`
+/// (if any).
 pub async fn serve(
     host: Arc<Toolhost>,
     catalog: Arc<McpCatalog>,
     max_message_bytes: usize,
+    task: Option<String>,
 ) -> std::io::Result<()> {
     serve_on(
         host,
@@ -34,6 +36,7 @@ pub async fn serve(
         tokio::io::stdin(),
         tokio::io::stdout(),
         max_message_bytes,
+        task,
     )
     .await
 }
@@ -45,6 +48,7 @@ pub async fn serve_on(
     input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
     max_message_bytes: usize,
+    task: Option<String>,
 ) -> std::io::Result<()> {
     let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOUND_QUEUE);
     let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(OUTBOUND_QUEUE);
@@ -60,7 +64,10 @@ pub async fn serve_on(
         inbound: in_rx,
         outbound: out_tx,
     };
-    let result = match McpSession::new(host, catalog).serve(transport).await {
+    let result = match McpSession::new(host, catalog, Binding::Fixed(task))
+        .serve(transport)
+        .await
+    {
         Ok(running) => running
             .waiting()
             .await

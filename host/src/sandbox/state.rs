@@ -19,6 +19,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::{Level, toolhost::plugin};
 use crate::manifest::{Limits, PluginName};
+use crate::store::{StateError, Store};
 
 /// Guest-controlled: bounds how much a plugin can make the host log per call.
 pub const LOG_LINES_PER_CALL: u32 = 200;
@@ -33,12 +34,13 @@ const CORE_INSTANCES: usize = 64;
 const MEMORIES: usize = 8;
 const TABLES: usize = 64;
 
-/// What every instance of one plugin shares: its name and manifest config.
-#[derive(Debug)]
+/// What every instance of one plugin shares: its name, manifest config and
+/// limits, and the store behind its `state` import.
 pub struct PluginShared {
     pub name: PluginName,
     pub config: BTreeMap<String, String>,
     pub limits: Limits,
+    pub store: Arc<dyn Store>,
 }
 
 /// The `Store` data of one plugin instance.
@@ -150,6 +152,78 @@ impl plugin::config::Host for PluginState {
 impl plugin::log::Host for PluginState {
     fn write(&mut self, level: Level, message: String) {
         self.log.emit(level, message.as_bytes());
+    }
+}
+
+/// The plugin's name is the scope of every key: the guest names keys, the
+/// host decides whose they are, so no plugin can reach another's.
+impl plugin::state::Host for PluginState {
+    fn get(&mut self, key: String) -> Result<Option<String>, plugin::state::StateError> {
+        let shared = &self.shared;
+        shared
+            .store
+            .state_get(shared.name.as_str(), &key)
+            .map_err(wit_error)
+    }
+
+    fn set(&mut self, key: String, value: String) -> Result<(), plugin::state::StateError> {
+        let shared = &self.shared;
+        shared
+            .store
+            .state_set(
+                shared.name.as_str(),
+                &key,
+                &value,
+                shared.limits.state_bytes,
+            )
+            .map_err(wit_error)
+    }
+
+    fn compare_and_set(
+        &mut self,
+        key: String,
+        expected: Option<String>,
+        value: String,
+    ) -> Result<bool, plugin::state::StateError> {
+        let shared = &self.shared;
+        shared
+            .store
+            .state_compare_and_set(
+                shared.name.as_str(),
+                &key,
+                expected.as_deref(),
+                &value,
+                shared.limits.state_bytes,
+            )
+            .map_err(wit_error)
+    }
+
+    fn delete(&mut self, key: String) -> Result<bool, plugin::state::StateError> {
+        let shared = &self.shared;
+        shared
+            .store
+            .state_delete(shared.name.as_str(), &key)
+            .map_err(wit_error)
+    }
+
+    fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, plugin::state::StateError> {
+        let shared = &self.shared;
+        shared
+            .store
+            .state_list(shared.name.as_str(), &prefix)
+            .map_err(wit_error)
+    }
+}
+
+fn wit_error(error: StateError) -> plugin::state::StateError {
+    match error {
+        StateError::InvalidKey => plugin::state::StateError::InvalidKey,
+        StateError::QuotaExceeded => plugin::state::StateError::QuotaExceeded,
+        StateError::Unavailable(detail) => {
+            tracing::warn!("plugin state store: {detail}");
+            // The guest gets no internals of the host's database.
+            plugin::state::StateError::Unavailable("the host's state store failed".into())
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! Integration tests: the real `toolhost` binary, real components built from
 //! `plugins/` and the fixtures, and real MCP clients.
 
+mod admin;
+mod approvals;
 mod cache;
 mod catalog;
 mod conformance;
@@ -9,4 +11,5 @@ mod helpdesk;
 mod policy;
 mod sessions;
 mod support;
+mod tasks;
 mod transport;

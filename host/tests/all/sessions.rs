@@ -7,8 +7,13 @@ use crate::support::*;
 #[tokio::test]
 async fn two_concurrent_http_sessions_keep_separate_state() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
-    let host = http(&m, &["--task", "T-2", "--grant", "helpdesk_ticket_close"]);
-    let (a, b) = tokio::join!(connect(&host.url), connect(&host.url));
+    let task = open_task(&m, &["helpdesk_ticket_close"], &[]);
+    let host = http(&m, &[]);
+    let (a, b) = tokio::join!(
+        connect_with(&host.url, Some(&task.token), ()),
+        connect_with(&host.url, Some(&task.token), ())
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
 
     let (closed, seen) = tokio::join!(
         ok(&a, "helpdesk_ticket_close", json!({ "key": "T-1048" })),
@@ -70,8 +75,9 @@ async fn session_instances_keep_state_and_call_instances_do_not() {
 #[tokio::test]
 async fn stateless_requests_of_a_task_share_the_task_s_instances() {
     let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
-    let host = http(&m, &["--task", "T-3", "--grant", "helpdesk_ticket_close"]);
-    let client = connect_stateless(&host.url).await;
+    let task = open_task(&m, &["helpdesk_ticket_close"], &[]);
+    let host = http(&m, &[]);
+    let client = connect_stateless_with(&host.url, Some(&task.token), ()).await;
     ok(&client, "helpdesk_ticket_close", json!({ "key": "T-1048" })).await;
     let ticket = ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1048" })).await;
     assert_eq!(
@@ -83,7 +89,9 @@ async fn stateless_requests_of_a_task_share_the_task_s_instances() {
         assert_eq!(counted["calls"], expected);
     }
     // A 2025-11-25 session keeps its own instances all the same.
-    let legacy = connect(&host.url).await;
+    let legacy = connect_with(&host.url, Some(&task.token), ())
+        .await
+        .unwrap();
     let ticket = ok(&legacy, "helpdesk_ticket_get", json!({ "key": "T-1048" })).await;
     assert_eq!(ticket["status"], "open");
     client.cancel().await.unwrap();

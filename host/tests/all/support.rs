@@ -25,6 +25,14 @@ pub const HELPDESK_TOOLS: [(&str, &str); 9] = [
     ("helpdesk_ticket_close", "write"),
 ];
 
+pub const NOTES_TOOLS: [(&str, &str); 5] = [
+    ("notes_note_search", "read"),
+    ("notes_note_get", "read"),
+    ("notes_note_list", "read"),
+    ("notes_note_save", "write"),
+    ("notes_note_delete", "destructive"),
+];
+
 /// A plugin component built from `plugins/` or the test fixtures.
 pub fn wasm(name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -50,6 +58,8 @@ pub struct PluginEntry {
     pub sha256: String,
     pub extra: String,
     pub tools: Vec<(String, String)>,
+    /// Extra TOML lines of one `[[plugin.tool]]`, by tool name.
+    pub tool_lines: Vec<(String, String)>,
 }
 
 impl PluginEntry {
@@ -61,6 +71,7 @@ impl PluginEntry {
             sha256: sha256(&component),
             component,
             extra: String::new(),
+            tool_lines: Vec::new(),
             tools: HELPDESK_TOOLS
                 .iter()
                 .map(|(n, r)| (n.to_string(), r.to_string()))
@@ -76,10 +87,31 @@ impl PluginEntry {
             sha256: sha256(&component),
             component,
             extra: String::new(),
+            tool_lines: Vec::new(),
             tools: vec![
                 ("fixture_echo_get".into(), "read".into()),
                 ("fixture_fault_run".into(), "read".into()),
             ],
+        }
+    }
+
+    /// The notes plugin with its five tools, one per call, as the example
+    /// manifest declares it.
+    pub fn notes() -> PluginEntry {
+        let component = wasm("notes");
+        PluginEntry {
+            name: "notes".into(),
+            sha256: sha256(&component),
+            component,
+            extra: "instance = \"call\"\n".into(),
+            tools: NOTES_TOOLS
+                .iter()
+                .map(|(n, r)| (n.to_string(), r.to_string()))
+                .collect(),
+            tool_lines: vec![(
+                "notes_note_delete".into(),
+                "approval = \"moves the note `{slug}` to the trash\"".into(),
+            )],
         }
     }
 
@@ -125,8 +157,13 @@ pub fn manifest(plugins: Vec<PluginEntry>) -> TestManifest {
         ));
         for (tool, risk) in p.tools {
             text.push_str(&format!(
-                "[[plugin.tool]]\nname = \"{tool}\"\nrisk = \"{risk}\"\n\n"
+                "[[plugin.tool]]\nname = \"{tool}\"\nrisk = \"{risk}\"\n"
             ));
+            for (_, line) in p.tool_lines.iter().filter(|(t, _)| *t == tool) {
+                text.push_str(line);
+                text.push('\n');
+            }
+            text.push('\n');
         }
     }
     manifest_text(&text)
@@ -189,8 +226,10 @@ pub async fn stdio(manifest: &TestManifest, args: &[&str]) -> Client {
 
 /// A running `toolhost serve --http`, killed on drop.
 pub struct HttpHost {
-    child: Child,
+    pub child: Child,
     pub url: String,
+    /// The admin API's base URL, with `--admin`.
+    pub admin: Option<String>,
 }
 
 impl Drop for HttpHost {
@@ -202,7 +241,13 @@ impl Drop for HttpHost {
 
 /// Runs `toolhost serve --http 127.0.0.1:0` and waits for its URL.
 pub fn http(manifest: &TestManifest, args: &[&str]) -> HttpHost {
+    http_env(manifest, args, &[])
+}
+
+/// [`http`] with extra environment variables.
+pub fn http_env(manifest: &TestManifest, args: &[&str], env: &[(&str, &str)]) -> HttpHost {
     let mut child = toolhost()
+        .envs(env.iter().copied())
         .arg("serve")
         .arg("--http")
         .arg("127.0.0.1:0")
@@ -212,16 +257,24 @@ pub fn http(manifest: &TestManifest, args: &[&str]) -> HttpHost {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .to_string();
-    HttpHost { child, url }
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut admin = None;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            panic!("toolhost exited before printing its URL");
+        }
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"))
+            .to_string();
+        if line.contains("admin API") {
+            admin = Some(url);
+            continue;
+        }
+        return HttpHost { child, url, admin };
+    }
 }
 
 /// A 2025-11-25 client: `initialize`, then a session id on every request.
@@ -306,4 +359,143 @@ fn text_json(result: &CallToolResult) -> Value {
         .text
         .clone();
     serde_json::from_str(&text).expect("text content is JSON")
+}
+
+/// Runs a `toolhost` operator command (`task …`, `approval …`, `state …`)
+/// on the manifest's store; panics with its stderr if it fails.
+pub fn cli(manifest: &TestManifest, args: &[&str]) -> String {
+    let out = cli_output(manifest, args);
+    assert!(
+        out.status.success(),
+        "toolhost {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+pub fn cli_output(manifest: &TestManifest, args: &[&str]) -> std::process::Output {
+    toolhost()
+        .args(args)
+        .arg("--manifest")
+        .arg(&manifest.path)
+        .output()
+        .unwrap()
+}
+
+/// A task opened with `toolhost task open --json`.
+pub struct OpenedTask {
+    pub id: String,
+    pub token: String,
+}
+
+/// Opens a task granting `grants`, for ten minutes unless `extra` says
+/// otherwise (later flags win).
+pub fn open_task(manifest: &TestManifest, grants: &[&str], extra: &[&str]) -> OpenedTask {
+    let mut args = vec!["task", "open", "--json", "--purpose", "integration test"];
+    for grant in grants {
+        args.extend(["--grant", grant]);
+    }
+    if !extra.contains(&"--ttl") {
+        args.extend(["--ttl", "10m"]);
+    }
+    args.extend(extra);
+    let out: Value = serde_json::from_str(&cli(manifest, &args)).unwrap();
+    OpenedTask {
+        id: out["task"]["id"].as_str().unwrap().to_string(),
+        token: out["token"].as_str().unwrap().to_string(),
+    }
+}
+
+/// A task as `toolhost task show` prints it.
+pub fn show_task(manifest: &TestManifest, id: &str) -> Value {
+    serde_json::from_str(&cli(manifest, &["task", "show", id])).unwrap()
+}
+
+/// Runs `toolhost serve --stdio ARGS` with extra environment and connects
+/// `handler` (an rmcp client handler) to it.
+pub async fn stdio_with<H: rmcp::ClientHandler>(
+    manifest: &TestManifest,
+    args: &[&str],
+    env: &[(&str, &str)],
+    handler: H,
+) -> RunningService<RoleClient, H> {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost"));
+    cmd.env("TOOLHOST_LOG", "warn")
+        .envs(env.iter().copied())
+        .arg("serve")
+        .arg("--stdio")
+        .arg("--manifest")
+        .arg(&manifest.path)
+        .args(args);
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    handler
+        .serve(transport)
+        .await
+        .expect("initialize over stdio")
+}
+
+/// A 2025-11-25 HTTP session with `handler`, sending `token` as bearer.
+pub async fn connect_with<H: rmcp::ClientHandler>(
+    url: &str,
+    token: Option<&str>,
+    handler: H,
+) -> Result<RunningService<RoleClient, H>, rmcp::service::ClientInitializeError> {
+    handler.serve(http_transport(url, token)).await
+}
+
+/// A 2026-07-28 stateless client with `handler`, sending `token` as bearer.
+pub async fn connect_stateless_with<H: rmcp::ClientHandler>(
+    url: &str,
+    token: Option<&str>,
+    handler: H,
+) -> RunningService<RoleClient, H> {
+    handler
+        .serve_with_lifecycle(
+            http_transport(url, token),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("discover over HTTP")
+}
+
+fn http_transport(
+    url: &str,
+    token: Option<&str>,
+) -> StreamableHttpClientTransport<reqwest::Client> {
+    let mut config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.to_string(),
+        );
+    if let Some(token) = token {
+        config = config.auth_header(token.to_string());
+    }
+    StreamableHttpClientTransport::from_config(config)
+}
+
+/// Calls through any client handler type.
+pub async fn call_as<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    tool: &str,
+    arguments: Value,
+) -> CallToolResult {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(arguments))
+        .await
+        .unwrap_or_else(|e| panic!("tools/call {tool}: {e}"))
+}
+
+/// The structured content of a result, success or not.
+pub fn content(result: &CallToolResult) -> Value {
+    result
+        .structured_content
+        .clone()
+        .expect("structuredContent")
 }

@@ -1,0 +1,176 @@
+//! Asking a human to approve one destructive call, through whatever the
+//! client offers.
+//!
+//! - A client of a session-based protocol (2025-11-25 and earlier) that
+//!   declared elicitation is asked at once with `elicitation/create`; the
+//!   call waits for the answer.
+//! - A 2026-07-28 client that declared elicitation gets an `input_required`
+//!   result (multi round-trip request) whose `requestState` is the approval
+//!   id; its retry carries the answer.
+//! - Any other client gets `approval_required` with the approval id; an
+//!   operator decides with `toolhost approval approve|deny` or the admin API
+//!   and the model repeats the call.
+//!
+//! Whatever the channel, the decision is recorded in the store against the
+//! pending approval, which is bound to the exact task, tool and arguments;
+//! the call is then simply made again and the store's charge uses the yes.
+
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationSchema, InputRequest, InputRequiredResult,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+
+use crate::store::{Approval, Decision, Store, StoreError};
+
+/// Key of the one input request in an `input_required` result.
+const INPUT_KEY: &str = "approval";
+/// The boolean the form asks for.
+const CONFIRM_FIELD: &str = "approve";
+/// How long a session-based client may take to answer before the call
+/// counts as declined.
+const ELICITATION_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// How this request's client can be asked.
+pub enum Channel {
+    Elicitation,
+    InputRequired,
+    Operator,
+}
+
+impl Channel {
+    pub fn of(context: &RequestContext<RoleServer>) -> Channel {
+        let can_elicit = context
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            // An empty elicitation capability means form mode (the only
+            // mode before 2025-11-25); `form` must be present otherwise.
+            .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        if !can_elicit {
+            return Channel::Operator;
+        }
+        match context.protocol_version() {
+            Some(version) if !version.has_initialize() => Channel::InputRequired,
+            _ => Channel::Elicitation,
+        }
+    }
+}
+
+fn form(approval: &Approval) -> Result<ElicitRequestParams, ErrorData> {
+    let schema: ElicitationSchema = ElicitationSchema::builder()
+        .required_bool_with(CONFIRM_FIELD, |b| {
+            b.title("Approve this action")
+                .description("Yes runs the call once, exactly as shown. No refuses it.")
+        })
+        .description("Approval of a destructive action")
+        .build()
+        .map_err(|e| ErrorData::internal_error(format!("approval form: {e}"), None))?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: prompt(approval),
+        requested_schema: schema,
+    })
+}
+
+/// What the human reads.
+fn prompt(approval: &Approval) -> String {
+    format!(
+        "An AI agent asks to run a destructive action. {} Approve it only if this is what you want; it runs once.",
+        approval.summary
+    )
+}
+
+/// Yes only for an accepted form whose box is ticked (or that carries no
+/// content at all, for clients that show a plain confirm dialog).
+fn decision(result: &ElicitResult) -> Decision {
+    let ticked = match &result.content {
+        None => true,
+        Some(content) => content.get(CONFIRM_FIELD).and_then(|v| v.as_bool()) == Some(true),
+    };
+    if result.action == ElicitationAction::Accept && ticked {
+        Decision::Approve
+    } else {
+        Decision::Deny
+    }
+}
+
+/// Who decided, as recorded: the client's name, since the human behind it
+/// has no identity the host can see.
+fn decider(context: &RequestContext<RoleServer>) -> String {
+    let client = context
+        .client_info()
+        .map(|i| i.name)
+        .unwrap_or_else(|| "unknown".into());
+    format!("user of client {client}")
+}
+
+/// Asks over the live session and records the answer. A client that fails
+/// to answer declines.
+pub async fn elicit(
+    store: &dyn Store,
+    approval: &Approval,
+    context: &RequestContext<RoleServer>,
+) -> Result<(), StoreError> {
+    let decision = match form(approval) {
+        Ok(params) => match context
+            .peer
+            .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
+            .await
+        {
+            Ok(result) => decision(&result),
+            Err(e) => {
+                tracing::info!(approval = %approval.id, "elicitation failed, counted as declined: {e}");
+                Decision::Deny
+            }
+        },
+        Err(e) => {
+            tracing::error!("{}", e.message);
+            Decision::Deny
+        }
+    };
+    store
+        .decide(&approval.id, decision, &decider(context), "elicitation")
+        .map(drop)
+}
+
+/// The `input_required` result that asks a 2026-07-28 client.
+pub fn input_required(approval: &Approval) -> Result<InputRequiredResult, ErrorData> {
+    let request = InputRequest::Elicitation(ElicitRequest::new(form(approval)?));
+    let requests = [(INPUT_KEY.to_string(), request)].into_iter().collect();
+    Ok(InputRequiredResult::new(
+        Some(requests),
+        Some(approval.id.clone()),
+    ))
+}
+
+/// Records the answer a 2026-07-28 client's retry carries, if the retry is
+/// for this very approval. Returns whether it carried one.
+pub fn answer_from_retry(
+    store: &dyn Store,
+    approval: &Approval,
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<bool, StoreError> {
+    // The request state is the id of the approval this retry answers. The
+    // approval passed in is the one pending for this exact task, tool and
+    // arguments, so an id from another call does not match and is ignored.
+    if request.request_state.as_deref() != Some(approval.id.as_str()) {
+        return Ok(false);
+    }
+    let Some(answer) = request
+        .input_responses
+        .as_ref()
+        .and_then(|r| r.get(INPUT_KEY))
+    else {
+        return Ok(false);
+    };
+    let decision = match serde_json::from_value::<ElicitResult>(answer.clone()) {
+        Ok(result) => decision(&result),
+        Err(_) => Decision::Deny,
+    };
+    store.decide(&approval.id, decision, &decider(context), "mrtr")?;
+    Ok(true)
+}

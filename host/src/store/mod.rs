@@ -1,0 +1,325 @@
+//! The host's durable state: tasks and their tokens, call budgets, approvals
+//! of destructive calls, and the plugins' key-value state.
+//!
+//! Everything goes through the [`Store`] trait so that another backend
+//! (PostgreSQL, for a fleet of hosts) can be added as a module beside
+//! [`sqlite`]. Every method is one transaction: a counter is checked and
+//! charged in the same step, so concurrent calls from any number of sessions
+//! (or processes sharing the database) never overspend a budget.
+//!
+//! Methods are synchronous. They are short (one indexed statement or a few),
+//! and the callers run them on the async runtime directly: a hop to the
+//! blocking pool would cost more than the statement.
+
+pub mod sqlite;
+mod token;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+pub use sqlite::SqliteStore;
+pub use token::TaskToken;
+
+/// Seconds since the Unix epoch; the store's one time unit.
+pub type UnixSecs = i64;
+
+/// Now, in the store's time unit.
+pub fn now() -> UnixSecs {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// A time for people: RFC 3339, UTC, whole seconds.
+pub fn rfc3339(at: UnixSecs) -> String {
+    let t = UNIX_EPOCH + Duration::from_secs(at.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// Where a task stands. Only an open task grants anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Open,
+    Revoked,
+    Expired,
+}
+
+/// A task: the unit an operator grants write and destructive tools to.
+#[derive(Debug, Clone, Serialize)]
+pub struct Task {
+    pub id: String,
+    pub purpose: String,
+    pub opened_by: String,
+    pub opened_at: UnixSecs,
+    pub expires_at: UnixSecs,
+    /// Write and destructive tools the task may call.
+    pub grants: Vec<String>,
+    /// Destructive tools whose calls need no per-call approval.
+    pub pre_approved: Vec<String>,
+    /// Total calls the task may make, read calls included.
+    pub max_calls: Option<u64>,
+    /// Write and destructive calls the task may make in any hour.
+    pub writes_per_hour: Option<u32>,
+    pub calls_used: u64,
+    pub revoked_at: Option<UnixSecs>,
+    pub revoked_by: Option<String>,
+    /// Opened by `serve --task`, without a token.
+    pub ad_hoc: bool,
+}
+
+impl Task {
+    /// The state at time `at`.
+    pub fn state(&self, at: UnixSecs) -> TaskState {
+        if self.revoked_at.is_some() {
+            TaskState::Revoked
+        } else if at >= self.expires_at {
+            TaskState::Expired
+        } else {
+            TaskState::Open
+        }
+    }
+
+    pub fn grants(&self, tool: &str) -> bool {
+        self.grants.iter().any(|g| g == tool)
+    }
+
+    pub fn pre_approves(&self, tool: &str) -> bool {
+        self.pre_approved.iter().any(|g| g == tool)
+    }
+}
+
+/// What an operator asks for when opening a task. The caller has checked
+/// the tools against the manifest.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub purpose: String,
+    pub opened_by: String,
+    pub grants: Vec<String>,
+    pub pre_approved: Vec<String>,
+    pub ttl: Duration,
+    pub max_calls: Option<u64>,
+    pub writes_per_hour: Option<u32>,
+}
+
+/// What one call costs a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charge<'a> {
+    /// A read call: counts against the total budget only.
+    Read,
+    /// A write call: needs a grant; also counts against the write rate.
+    Write,
+    /// A destructive call: a write that also uses up the human's approval
+    /// of this exact call (`binding`), unless the task pre-approved the tool.
+    Destructive { binding: &'a str },
+}
+
+/// Why a task cannot pay for a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChargeRefusal {
+    /// The task is revoked or expired.
+    Closed(TaskState),
+    /// The task grants no such tool.
+    NotGranted,
+    /// All `max_calls` are used.
+    CallsExhausted { max_calls: u64 },
+    /// `writes_per_hour` writes happened in the last hour.
+    WriteRateExhausted { per_hour: u32 },
+    /// A destructive call with no approved, unused approval of its binding.
+    ApprovalMissing,
+}
+
+/// Where an approval of one destructive call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    /// Waiting for a human.
+    Pending,
+    /// A human said yes; the next identical call runs, once.
+    Approved,
+    /// A human said no.
+    Denied,
+    /// The approved call ran.
+    Used,
+    /// Nobody decided (or nobody used the yes) in time.
+    Expired,
+}
+
+impl ApprovalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalState::Pending => "pending",
+            ApprovalState::Approved => "approved",
+            ApprovalState::Denied => "denied",
+            ApprovalState::Used => "used",
+            ApprovalState::Expired => "expired",
+        }
+    }
+
+    fn parse(s: &str) -> ApprovalState {
+        match s {
+            "approved" => ApprovalState::Approved,
+            "denied" => ApprovalState::Denied,
+            "used" => ApprovalState::Used,
+            "expired" => ApprovalState::Expired,
+            _ => ApprovalState::Pending,
+        }
+    }
+}
+
+/// A human's decision on one destructive call, bound to the exact task, tool
+/// and arguments it was asked for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Approval {
+    pub id: String,
+    pub task_id: String,
+    pub tool: String,
+    /// SHA-256 of the tool name and the canonical JSON of the arguments.
+    #[serde(skip)]
+    pub binding: String,
+    /// The arguments as the call gave them, for the human to read.
+    pub arguments: serde_json::Value,
+    /// The action restated in plain words.
+    pub summary: String,
+    pub state: ApprovalState,
+    pub requested_at: UnixSecs,
+    pub expires_at: UnixSecs,
+    pub decided_by: Option<String>,
+    /// How the decision was made: `cli`, `admin_api`, `elicitation`, `mrtr`.
+    pub channel: Option<String>,
+}
+
+/// What asking for an approval needs.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    pub task_id: String,
+    pub tool: String,
+    pub binding: String,
+    pub arguments: serde_json::Value,
+    pub summary: String,
+    pub ttl: Duration,
+}
+
+/// A human's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Approve,
+    Deny,
+}
+
+/// Why a plugin's state operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("invalid key")]
+    InvalidKey,
+    #[error("the plugin's state quota is exceeded")]
+    QuotaExceeded,
+    #[error("state store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A store operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the state database {path}: {source}")]
+    Open {
+        path: std::path::PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("state database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("no task `{0}`")]
+    NoTask(String),
+    #[error("no approval `{0}`")]
+    NoApproval(String),
+    #[error("task `{id}` is {state:?}: {what}")]
+    TaskClosed {
+        id: String,
+        state: TaskState,
+        what: &'static str,
+    },
+    #[error(
+        "task `{0}` already exists and was opened with `toolhost task open`; choose another id"
+    )]
+    TaskExists(String),
+    #[error("approval `{id}` is already {}", state.as_str())]
+    AlreadyDecided { id: String, state: ApprovalState },
+    #[error("no key `{0}` in the plugin's state")]
+    NoKey(String),
+    #[error("key `{0}` already exists in the plugin's state; move it away first")]
+    KeyExists(String),
+}
+
+/// The host's durable state. See the module docs.
+pub trait Store: Send + Sync {
+    /// Opens a task and issues its token, which is never stored and cannot
+    /// be shown again.
+    fn open_task(&self, task: NewTask) -> Result<(Task, TaskToken), StoreError>;
+    /// Records the ad-hoc task of `serve --task ID --grant …`: created, or
+    /// re-opened with the new grants if an earlier ad-hoc run left it open
+    /// or expired. A revoked task stays revoked.
+    fn ad_hoc_task(&self, id: &str, grants: &[String], ttl: Duration) -> Result<Task, StoreError>;
+    fn task(&self, id: &str) -> Result<Option<Task>, StoreError>;
+    /// All tasks, newest first.
+    fn tasks(&self) -> Result<Vec<Task>, StoreError>;
+    fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError>;
+    /// Sets the expiry to `ttl` from now; a revoked task cannot be extended.
+    fn extend_task(&self, id: &str, ttl: Duration) -> Result<Task, StoreError>;
+    /// The task a token belongs to, whatever its state; `None` for a token
+    /// that was never issued.
+    fn authenticate(&self, token: &str) -> Result<Option<Task>, StoreError>;
+    /// Checks that the task is open, grants `tool` (read tools need no
+    /// grant), has budget left and, for a destructive call, holds an
+    /// approval; then charges the call and uses the approval. One
+    /// transaction: a refusal changes nothing.
+    fn charge(
+        &self,
+        task_id: &str,
+        tool: &str,
+        charge: Charge<'_>,
+    ) -> Result<Result<Task, ChargeRefusal>, StoreError>;
+
+    /// A pending (or approved, unused) approval for the same binding, or a
+    /// new pending one.
+    fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError>;
+    /// Records a human's decision on a pending approval.
+    fn decide(
+        &self,
+        id: &str,
+        decision: Decision,
+        by: &str,
+        channel: &str,
+    ) -> Result<Approval, StoreError>;
+    /// A denial of this binding not yet reported to the caller: returned
+    /// once, then retired, so a later identical call asks again.
+    fn take_denial(&self, task_id: &str, binding: &str) -> Result<Option<Approval>, StoreError>;
+    fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError>;
+    /// Approvals, newest first; only pending ones when `pending_only`.
+    fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError>;
+
+    fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError>;
+    fn state_set(&self, plugin: &str, key: &str, value: &str, quota: u64)
+    -> Result<(), StateError>;
+    fn state_compare_and_set(
+        &self,
+        plugin: &str,
+        key: &str,
+        expected: Option<&str>,
+        value: &str,
+        quota: u64,
+    ) -> Result<bool, StateError>;
+    fn state_delete(&self, plugin: &str, key: &str) -> Result<bool, StateError>;
+    fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError>;
+    /// Operator only: moves a value to another key of the same plugin (how a
+    /// note comes back from the trash). Fails if `to` exists.
+    fn state_rename(&self, plugin: &str, from: &str, to: &str) -> Result<(), StoreError>;
+}
+
+/// Keys are bytes the host stores, not paths; these bounds keep them
+/// printable and small.
+pub fn valid_state_key(key: &str) -> bool {
+    !key.is_empty() && key.len() <= 256 && !key.chars().any(char::is_control)
+}

@@ -1,0 +1,854 @@
+//! The embedded backend: one SQLite database, `state_dir/toolhost.db`.
+//!
+//! WAL journal with `synchronous = NORMAL`: a committed transaction survives
+//! the host being killed at any point (the WAL is in the OS's hands once the
+//! commit returns), and the database is never left corrupt; a power cut may
+//! lose the last commits, which costs a refund of budget at worst. Several
+//! processes (the serving host, `toolhost task …` commands) share the file;
+//! SQLite's locks order their writes and `busy_timeout` makes them wait.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+
+use super::token::{self, TaskToken};
+use super::{
+    Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Decision, NewTask, StateError,
+    Store, StoreError, Task, TaskState, UnixSecs, now, valid_state_key,
+};
+
+/// The file name inside `state_dir`.
+pub const DATABASE_FILE: &str = "toolhost.db";
+
+/// Bumped with every change to the tables; see [`migrate`].
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE task (
+    id              TEXT PRIMARY KEY,
+    purpose         TEXT NOT NULL,
+    opened_by       TEXT NOT NULL,
+    opened_at       INTEGER NOT NULL,
+    expires_at      INTEGER NOT NULL,
+    grants          TEXT NOT NULL,          -- JSON array of tool names
+    pre_approved    TEXT NOT NULL,          -- JSON array of tool names
+    max_calls       INTEGER,
+    writes_per_hour INTEGER,
+    calls_used      INTEGER NOT NULL DEFAULT 0,
+    revoked_at      INTEGER,
+    revoked_by      TEXT,
+    ad_hoc          INTEGER NOT NULL DEFAULT 0,
+    token_id        TEXT UNIQUE,
+    token_sha256    BLOB
+) STRICT;
+CREATE TABLE task_write (
+    task_id TEXT NOT NULL REFERENCES task(id),
+    at      INTEGER NOT NULL
+) STRICT;
+CREATE INDEX task_write_by_task ON task_write(task_id, at);
+CREATE TABLE approval (
+    id           TEXT PRIMARY KEY,
+    task_id      TEXT NOT NULL REFERENCES task(id),
+    tool         TEXT NOT NULL,
+    binding      TEXT NOT NULL,
+    arguments    TEXT NOT NULL,
+    summary      TEXT NOT NULL,
+    state        TEXT NOT NULL,
+    requested_at INTEGER NOT NULL,
+    expires_at   INTEGER NOT NULL,
+    decided_at   INTEGER,
+    decided_by   TEXT,
+    channel      TEXT,
+    settled      INTEGER NOT NULL DEFAULT 0   -- used, or its denial reported
+) STRICT;
+CREATE INDEX approval_by_binding ON approval(task_id, binding);
+CREATE TABLE plugin_state (
+    plugin TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    value  TEXT NOT NULL,
+    PRIMARY KEY (plugin, key)
+) STRICT, WITHOUT ROWID;
+";
+
+/// How long an approved call stays usable after the human said yes.
+const APPROVED_FOR_SECS: i64 = 15 * 60;
+
+/// The SQLite [`Store`].
+pub struct SqliteStore {
+    path: PathBuf,
+    // One connection: statements are short, and one writer per process is
+    // what SQLite wants anyway.
+    conn: Mutex<Connection>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database in `state_dir`, which is
+    /// created 0700; the database file is made 0600.
+    pub fn open(state_dir: &Path) -> Result<SqliteStore, StoreError> {
+        let path = state_dir.join(DATABASE_FILE);
+        let fail = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open {
+            path: path.clone(),
+            source,
+        };
+        create_private_dir(state_dir).map_err(|e| fail(e.into()))?;
+        let conn = Connection::open(&path).map_err(|e| fail(e.into()))?;
+        restrict_file(&path).map_err(|e| fail(e.into()))?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        migrate(&conn).map_err(|e| fail(e.into()))?;
+        Ok(SqliteStore {
+            path,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `PRAGMA integrity_check`: "ok" or the problems found.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let conn = self.conn();
+        Ok(conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves no half transaction behind
+        // (rusqlite rolls back on drop), so a poisoned lock is still usable.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir)
+}
+
+fn restrict_file(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Ok(())
+    }
+}
+
+/// Brings the tables to [`SCHEMA_VERSION`]. A database from a newer host is
+/// refused rather than misread.
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::Open {
+            path: PathBuf::from(DATABASE_FILE),
+            source: format!(
+                "schema version {version} is newer than this host's {SCHEMA_VERSION}; use a newer toolhost"
+            )
+            .into(),
+        });
+    }
+    if version < 1 {
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {SCHEMA_V1} PRAGMA user_version = 1; COMMIT;"
+        ))?;
+    }
+    Ok(())
+}
+
+const TASK_COLUMNS: &str = "id, purpose, opened_by, opened_at, expires_at, grants, pre_approved, \
+     max_calls, writes_per_hour, calls_used, revoked_at, revoked_by, ad_hoc";
+
+fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
+    let list = |i: usize| -> rusqlite::Result<Vec<String>> {
+        let text: String = row.get(i)?;
+        serde_json::from_str(&text).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+        })
+    };
+    Ok(Task {
+        id: row.get(0)?,
+        purpose: row.get(1)?,
+        opened_by: row.get(2)?,
+        opened_at: row.get(3)?,
+        expires_at: row.get(4)?,
+        grants: list(5)?,
+        pre_approved: list(6)?,
+        max_calls: row.get::<_, Option<i64>>(7)?.map(|n| n as u64),
+        writes_per_hour: row.get::<_, Option<i64>>(8)?.map(|n| n as u32),
+        calls_used: row.get::<_, i64>(9)? as u64,
+        revoked_at: row.get(10)?,
+        revoked_by: row.get(11)?,
+        ad_hoc: row.get(12)?,
+    })
+}
+
+fn load_task(conn: &Connection, id: &str) -> rusqlite::Result<Option<Task>> {
+    conn.query_row(
+        &format!("SELECT {TASK_COLUMNS} FROM task WHERE id = ?1"),
+        [id],
+        task_from_row,
+    )
+    .optional()
+}
+
+const APPROVAL_COLUMNS: &str = "id, task_id, tool, binding, arguments, summary, state, \
+     requested_at, expires_at, decided_by, channel";
+
+fn approval_from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
+    let arguments: String = row.get(4)?;
+    let state = ApprovalState::parse(&row.get::<_, String>(6)?);
+    let expires_at: UnixSecs = row.get(8)?;
+    // Expiry is a matter of time, not of a write: a pending or approved row
+    // past its time reads as expired.
+    let live = matches!(state, ApprovalState::Pending | ApprovalState::Approved);
+    let state = if live && now() >= expires_at {
+        ApprovalState::Expired
+    } else {
+        state
+    };
+    Ok(Approval {
+        id: row.get(0)?,
+        task_id: row.get(1)?,
+        tool: row.get(2)?,
+        binding: row.get(3)?,
+        arguments: serde_json::from_str(&arguments).unwrap_or(serde_json::Value::Null),
+        summary: row.get(5)?,
+        state,
+        requested_at: row.get(7)?,
+        expires_at,
+        decided_by: row.get(9)?,
+        channel: row.get(10)?,
+    })
+}
+
+fn load_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approval>> {
+    conn.query_row(
+        &format!("SELECT {APPROVAL_COLUMNS} FROM approval WHERE id = ?1"),
+        [id],
+        approval_from_row,
+    )
+    .optional()
+}
+
+fn random_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 6];
+    // The OS random source failing is not something to limp on with a
+    // predictable id.
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    format!("{prefix}-{}", hex::encode(bytes))
+}
+
+fn json_list(items: &[String]) -> String {
+    serde_json::to_string(items).expect("a list of strings serialises")
+}
+
+fn ttl_secs(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2)
+}
+
+fn unavailable(e: rusqlite::Error) -> StateError {
+    StateError::Unavailable(e.to_string())
+}
+
+impl Store for SqliteStore {
+    fn open_task(&self, new: NewTask) -> Result<(Task, TaskToken), StoreError> {
+        let (token, record) = token::issue().map_err(|e| StoreError::Open {
+            path: self.path.clone(),
+            source: e.to_string().into(),
+        })?;
+        let id = random_id("task");
+        let at = now();
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO task (id, purpose, opened_by, opened_at, expires_at, grants, pre_approved,
+                               max_calls, writes_per_hour, token_id, token_sha256)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                id,
+                new.purpose,
+                new.opened_by,
+                at,
+                at.saturating_add(ttl_secs(new.ttl)),
+                json_list(&new.grants),
+                json_list(&new.pre_approved),
+                new.max_calls.map(|n| n as i64),
+                new.writes_per_hour.map(i64::from),
+                record.id,
+                record.secret_sha256,
+            ],
+        )?;
+        let task = load_task(&conn, &id)?.ok_or_else(|| StoreError::NoTask(id.clone()))?;
+        Ok((task, token))
+    }
+
+    fn ad_hoc_task(&self, id: &str, grants: &[String], ttl: Duration) -> Result<Task, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let at = now();
+        match load_task(&tx, id)? {
+            Some(task) if !task.ad_hoc => return Err(StoreError::TaskExists(id.to_string())),
+            Some(task) if task.revoked_at.is_some() => {
+                return Err(StoreError::TaskClosed {
+                    id: id.to_string(),
+                    state: TaskState::Revoked,
+                    what: "a revoked task cannot be served again",
+                });
+            }
+            Some(_) => {
+                tx.execute(
+                    "UPDATE task SET grants = ?2, expires_at = ?3 WHERE id = ?1",
+                    params![id, json_list(grants), at.saturating_add(ttl_secs(ttl))],
+                )?;
+            }
+            None => {
+                tx.execute(
+                    "INSERT INTO task (id, purpose, opened_by, opened_at, expires_at, grants,
+                                       pre_approved, ad_hoc)
+                     VALUES (?1, 'ad-hoc task of toolhost serve --task', ?2, ?3, ?4, ?5, '[]', 1)",
+                    params![
+                        id,
+                        operator(),
+                        at,
+                        at.saturating_add(ttl_secs(ttl)),
+                        json_list(grants)
+                    ],
+                )?;
+            }
+        }
+        let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        tx.commit()?;
+        Ok(task)
+    }
+
+    fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        Ok(load_task(&self.conn(), id)?)
+    }
+
+    fn tasks(&self) -> Result<Vec<Task>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {TASK_COLUMNS} FROM task ORDER BY opened_at DESC, id"
+        ))?;
+        let rows = stmt.query_map([], task_from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
+        let conn = self.conn();
+        let changed = conn.execute(
+            "UPDATE task SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL",
+            params![id, now(), by],
+        )?;
+        let task = load_task(&conn, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        if changed == 0 {
+            tracing::info!(task = id, "task was already revoked");
+        }
+        Ok(task)
+    }
+
+    fn extend_task(&self, id: &str, ttl: Duration) -> Result<Task, StoreError> {
+        let conn = self.conn();
+        let task = load_task(&conn, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        if task.revoked_at.is_some() {
+            return Err(StoreError::TaskClosed {
+                id: id.to_string(),
+                state: TaskState::Revoked,
+                what: "a revoked task cannot be extended; open a new one",
+            });
+        }
+        conn.execute(
+            "UPDATE task SET expires_at = ?2 WHERE id = ?1",
+            params![id, now().saturating_add(ttl_secs(ttl))],
+        )?;
+        load_task(&conn, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))
+    }
+
+    fn authenticate(&self, presented: &str) -> Result<Option<Task>, StoreError> {
+        let Some((token_id, secret)) = token::parse(presented) else {
+            return Ok(None);
+        };
+        let conn = self.conn();
+        let row: Option<(String, Vec<u8>)> = conn
+            .query_row(
+                "SELECT id, token_sha256 FROM task WHERE token_id = ?1",
+                [token_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let Some((task_id, stored)) = row else {
+            return Ok(None);
+        };
+        if !token::matches(secret, &stored) {
+            return Ok(None);
+        }
+        Ok(load_task(&conn, &task_id)?)
+    }
+
+    fn charge(
+        &self,
+        task_id: &str,
+        tool: &str,
+        charge: Charge<'_>,
+    ) -> Result<Result<Task, ChargeRefusal>, StoreError> {
+        let mut conn = self.conn();
+        // IMMEDIATE takes the write lock first, so the check and the charge
+        // cannot interleave with another process's charge.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let at = now();
+        let task = load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
+        let refusal = match task.state(at) {
+            TaskState::Open => None,
+            closed => Some(ChargeRefusal::Closed(closed)),
+        };
+        let writes = charge != Charge::Read;
+        let refusal =
+            refusal.or_else(|| (writes && !task.grants(tool)).then_some(ChargeRefusal::NotGranted));
+        let refusal = refusal.or_else(|| {
+            task.max_calls
+                .filter(|&max| task.calls_used >= max)
+                .map(|max_calls| ChargeRefusal::CallsExhausted { max_calls })
+        });
+        if let Some(refusal) = refusal {
+            return Ok(Err(refusal));
+        }
+        if writes {
+            tx.execute(
+                "DELETE FROM task_write WHERE task_id = ?1 AND at <= ?2",
+                params![task_id, at - 3600],
+            )?;
+            if let Some(per_hour) = task.writes_per_hour {
+                let recent: i64 = tx.query_row(
+                    "SELECT count(*) FROM task_write WHERE task_id = ?1",
+                    [task_id],
+                    |r| r.get(0),
+                )?;
+                if recent >= i64::from(per_hour) {
+                    return Ok(Err(ChargeRefusal::WriteRateExhausted { per_hour }));
+                }
+            }
+            tx.execute(
+                "INSERT INTO task_write (task_id, at) VALUES (?1, ?2)",
+                params![task_id, at],
+            )?;
+        }
+        if let Charge::Destructive { binding } = charge
+            && !task.pre_approves(tool)
+        {
+            let used = tx.execute(
+                "UPDATE approval SET state = 'used', settled = 1
+                 WHERE id = (SELECT id FROM approval
+                             WHERE task_id = ?1 AND binding = ?2 AND state = 'approved'
+                               AND settled = 0 AND expires_at > ?3
+                             ORDER BY requested_at LIMIT 1)",
+                params![task_id, binding, at],
+            )?;
+            if used == 0 {
+                return Ok(Err(ChargeRefusal::ApprovalMissing));
+            }
+        }
+        tx.execute(
+            "UPDATE task SET calls_used = calls_used + 1 WHERE id = ?1",
+            [task_id],
+        )?;
+        let task = load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
+        tx.commit()?;
+        Ok(Ok(task))
+    }
+
+    fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let at = now();
+        let existing: Option<String> = tx
+            .query_row(
+                "SELECT id FROM approval
+                 WHERE task_id = ?1 AND binding = ?2 AND settled = 0 AND expires_at > ?3
+                   AND state IN ('pending', 'approved')
+                 ORDER BY requested_at DESC LIMIT 1",
+                params![request.task_id, request.binding, at],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let id = match existing {
+            Some(id) => id,
+            None => {
+                let id = random_id("ap");
+                tx.execute(
+                    "INSERT INTO approval (id, task_id, tool, binding, arguments, summary, state,
+                                           requested_at, expires_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8)",
+                    params![
+                        id,
+                        request.task_id,
+                        request.tool,
+                        request.binding,
+                        request.arguments.to_string(),
+                        request.summary,
+                        at,
+                        at.saturating_add(ttl_secs(request.ttl)),
+                    ],
+                )?;
+                id
+            }
+        };
+        let approval = load_approval(&tx, &id)?.ok_or_else(|| StoreError::NoApproval(id))?;
+        tx.commit()?;
+        Ok(approval)
+    }
+
+    fn decide(
+        &self,
+        id: &str,
+        decision: Decision,
+        by: &str,
+        channel: &str,
+    ) -> Result<Approval, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let approval = load_approval(&tx, id)?.ok_or_else(|| StoreError::NoApproval(id.into()))?;
+        if approval.state != ApprovalState::Pending {
+            return Err(StoreError::AlreadyDecided {
+                id: id.into(),
+                state: approval.state,
+            });
+        }
+        let at = now();
+        let (state, expires_at) = match decision {
+            Decision::Approve => ("approved", at + APPROVED_FOR_SECS),
+            Decision::Deny => ("denied", approval.expires_at),
+        };
+        tx.execute(
+            "UPDATE approval SET state = ?2, expires_at = ?3, decided_at = ?4, decided_by = ?5,
+                                 channel = ?6
+             WHERE id = ?1",
+            params![id, state, expires_at, at, by, channel],
+        )?;
+        let approval = load_approval(&tx, id)?.ok_or_else(|| StoreError::NoApproval(id.into()))?;
+        tx.commit()?;
+        Ok(approval)
+    }
+
+    fn take_denial(&self, task_id: &str, binding: &str) -> Result<Option<Approval>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let id: Option<String> = tx
+            .query_row(
+                "SELECT id FROM approval
+                 WHERE task_id = ?1 AND binding = ?2 AND state = 'denied' AND settled = 0
+                 ORDER BY requested_at DESC LIMIT 1",
+                params![task_id, binding],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(id) = id else { return Ok(None) };
+        tx.execute("UPDATE approval SET settled = 1 WHERE id = ?1", [&id])?;
+        let approval = load_approval(&tx, &id)?;
+        tx.commit()?;
+        Ok(approval)
+    }
+
+    fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
+        Ok(load_approval(&self.conn(), id)?)
+    }
+
+    fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approval ORDER BY requested_at DESC, id"
+        ))?;
+        let rows = stmt.query_map([], approval_from_row)?;
+        let mut all: Vec<Approval> = rows.collect::<Result<_, _>>()?;
+        if pending_only {
+            all.retain(|a| a.state == ApprovalState::Pending);
+        }
+        Ok(all)
+    }
+
+    fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
+        if !valid_state_key(key) {
+            return Err(StateError::InvalidKey);
+        }
+        self.conn()
+            .query_row(
+                "SELECT value FROM plugin_state WHERE plugin = ?1 AND key = ?2",
+                [plugin, key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(unavailable)
+    }
+
+    fn state_set(
+        &self,
+        plugin: &str,
+        key: &str,
+        value: &str,
+        quota: u64,
+    ) -> Result<(), StateError> {
+        self.state_compare_and_set_inner(plugin, key, None, value, quota)
+            .map(|_| ())
+    }
+
+    fn state_compare_and_set(
+        &self,
+        plugin: &str,
+        key: &str,
+        expected: Option<&str>,
+        value: &str,
+        quota: u64,
+    ) -> Result<bool, StateError> {
+        self.state_compare_and_set_inner(plugin, key, Some(expected), value, quota)
+    }
+
+    fn state_delete(&self, plugin: &str, key: &str) -> Result<bool, StateError> {
+        if !valid_state_key(key) {
+            return Err(StateError::InvalidKey);
+        }
+        let n = self
+            .conn()
+            .execute(
+                "DELETE FROM plugin_state WHERE plugin = ?1 AND key = ?2",
+                [plugin, key],
+            )
+            .map_err(unavailable)?;
+        Ok(n > 0)
+    }
+
+    fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError> {
+        let conn = self.conn();
+        // A range scan on the primary key rather than LIKE, which would
+        // treat `%` and `_` in the prefix as wildcards.
+        let mut stmt = conn
+            .prepare("SELECT key FROM plugin_state WHERE plugin = ?1 AND key >= ?2 ORDER BY key")
+            .map_err(unavailable)?;
+        let rows = stmt
+            .query_map([plugin, prefix], |r| r.get::<_, String>(0))
+            .map_err(unavailable)?;
+        let mut keys = Vec::new();
+        for key in rows {
+            let key = key.map_err(unavailable)?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            keys.push(key);
+        }
+        Ok(keys)
+    }
+
+    fn state_rename(&self, plugin: &str, from: &str, to: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let taken: bool = tx.query_row(
+            "SELECT count(*) > 0 FROM plugin_state WHERE plugin = ?1 AND key = ?2",
+            [plugin, to],
+            |r| r.get(0),
+        )?;
+        if taken {
+            return Err(StoreError::KeyExists(to.into()));
+        }
+        let n = tx.execute(
+            "UPDATE plugin_state SET key = ?3 WHERE plugin = ?1 AND key = ?2",
+            [plugin, from, to],
+        )?;
+        if n == 0 {
+            return Err(StoreError::NoKey(from.into()));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+impl SqliteStore {
+    /// `set` is a compare-and-set that does not compare (`expected` = None).
+    fn state_compare_and_set_inner(
+        &self,
+        plugin: &str,
+        key: &str,
+        expected: Option<Option<&str>>,
+        value: &str,
+        quota: u64,
+    ) -> Result<bool, StateError> {
+        if !valid_state_key(key) {
+            return Err(StateError::InvalidKey);
+        }
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(unavailable)?;
+        let current: Option<String> = tx
+            .query_row(
+                "SELECT value FROM plugin_state WHERE plugin = ?1 AND key = ?2",
+                [plugin, key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(unavailable)?;
+        if let Some(expected) = expected
+            && expected != current.as_deref()
+        {
+            return Ok(false);
+        }
+        let used: i64 = tx
+            .query_row(
+                "SELECT coalesce(sum(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))), 0)
+                 FROM plugin_state WHERE plugin = ?1",
+                [plugin],
+                |r| r.get(0),
+            )
+            .map_err(unavailable)?;
+        let freed = current.as_ref().map_or(0, |v| key.len() + v.len()) as u64;
+        let after = (used as u64).saturating_sub(freed) + (key.len() + value.len()) as u64;
+        if after > quota {
+            return Err(StateError::QuotaExceeded);
+        }
+        tx.execute(
+            "INSERT INTO plugin_state (plugin, key, value) VALUES (?1, ?2, ?3)
+             ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value",
+            [plugin, key, value],
+        )
+        .map_err(unavailable)?;
+        tx.commit().map_err(unavailable)?;
+        Ok(true)
+    }
+}
+
+/// Who runs this process, for `opened_by` and `decided_by` on the CLI.
+pub fn operator() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("cli:{user}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        (dir, store)
+    }
+
+    fn new_task(max_calls: Option<u64>, writes_per_hour: Option<u32>) -> NewTask {
+        NewTask {
+            purpose: "test".into(),
+            opened_by: "test".into(),
+            grants: vec!["notes_note_save".into()],
+            pre_approved: vec![],
+            ttl: Duration::from_secs(600),
+            max_calls,
+            writes_per_hour,
+        }
+    }
+
+    #[test]
+    fn budget_and_write_rate_are_charged_exactly() {
+        let (_dir, store) = store();
+        let (task, token) = store.open_task(new_task(Some(3), Some(1))).unwrap();
+        let authed = store.authenticate(token.as_str()).unwrap().unwrap();
+        assert_eq!(authed.id, task.id);
+        assert!(
+            store
+                .authenticate("tht_0000000000000000_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+                .unwrap()
+                .is_none()
+        );
+        let save = "notes_note_save";
+        assert!(store.charge(&task.id, save, Charge::Write).unwrap().is_ok());
+        assert_eq!(
+            store
+                .charge(&task.id, save, Charge::Write)
+                .unwrap()
+                .unwrap_err(),
+            ChargeRefusal::WriteRateExhausted { per_hour: 1 }
+        );
+        assert_eq!(
+            store
+                .charge(&task.id, "other_thing_delete", Charge::Write)
+                .unwrap()
+                .unwrap_err(),
+            ChargeRefusal::NotGranted
+        );
+        assert!(
+            store
+                .charge(&task.id, "x_y_get", Charge::Read)
+                .unwrap()
+                .is_ok()
+        );
+        assert!(
+            store
+                .charge(&task.id, "x_y_get", Charge::Read)
+                .unwrap()
+                .is_ok()
+        );
+        assert_eq!(
+            store
+                .charge(&task.id, "x_y_get", Charge::Read)
+                .unwrap()
+                .unwrap_err(),
+            ChargeRefusal::CallsExhausted { max_calls: 3 }
+        );
+        store.revoke_task(&task.id, "t").unwrap();
+        assert_eq!(
+            store
+                .charge(&task.id, "x_y_get", Charge::Read)
+                .unwrap()
+                .unwrap_err(),
+            ChargeRefusal::Closed(TaskState::Revoked)
+        );
+        assert_eq!(store.integrity_check().unwrap(), "ok");
+    }
+
+    #[test]
+    fn state_is_scoped_and_bounded() {
+        let (_dir, store) = store();
+        store.state_set("a", "k", "v1", 100).unwrap();
+        assert_eq!(store.state_get("b", "k").unwrap(), None);
+        assert_eq!(store.state_list("b", "").unwrap(), Vec::<String>::new());
+        assert!(
+            !store
+                .state_compare_and_set("a", "k", Some("v0"), "v2", 100)
+                .unwrap()
+        );
+        assert!(
+            store
+                .state_compare_and_set("a", "k", Some("v1"), "v2", 100)
+                .unwrap()
+        );
+        assert!(
+            !store
+                .state_compare_and_set("a", "k", None, "v3", 100)
+                .unwrap()
+        );
+        assert!(matches!(
+            store.state_set("a", "big", &"x".repeat(200), 100),
+            Err(StateError::QuotaExceeded)
+        ));
+        store.state_set("a", "k%_", "v", 100).unwrap();
+        assert_eq!(
+            store.state_list("a", "k%").unwrap(),
+            vec!["k%_".to_string()]
+        );
+        assert!(matches!(
+            store.state_get("a", ""),
+            Err(StateError::InvalidKey)
+        ));
+    }
+}

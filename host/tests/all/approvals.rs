@@ -1,0 +1,298 @@
+//! Destructive calls and the human who approves each one: through an
+//! eliciting client (both protocol eras), and through the operator when the
+//! client cannot ask. Also the notes plugin's durable state.
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    Implementation,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A client whose user answers every approval prompt the same way, and
+/// which remembers what it was shown.
+#[derive(Clone)]
+struct Human {
+    approves: bool,
+    prompts: Arc<Mutex<Vec<String>>>,
+}
+
+impl Human {
+    fn new(approves: bool) -> Human {
+        Human {
+            approves,
+            prompts: Arc::default(),
+        }
+    }
+
+    fn prompts(&self) -> Vec<String> {
+        self.prompts.lock().unwrap().clone()
+    }
+}
+
+impl ClientHandler for Human {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_elicitation().build(),
+            Implementation::new("approving-test-client", "1.0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.prompts.lock().unwrap().push(message);
+        }
+        Ok(if self.approves {
+            ElicitResult::new(ElicitationAction::Accept).with_content(json!({ "approve": true }))
+        } else {
+            ElicitResult::new(ElicitationAction::Decline)
+        })
+    }
+}
+
+fn note(slug: &str, body: &str) -> Value {
+    json!({ "slug": slug, "title": format!("Note {slug}"), "body": body, "tags": ["ops"] })
+}
+
+const DELETE: &str = "notes_note_delete";
+const SAVE: &str = "notes_note_save";
+
+#[tokio::test]
+async fn a_session_client_that_elicits_asks_its_user_and_runs_only_on_yes() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &[SAVE, DELETE], &[]);
+    let host = http(&m, &[]);
+
+    let yes = Human::new(true);
+    let client = connect_with(&host.url, Some(&task.token), yes.clone())
+        .await
+        .unwrap();
+    ok_as(&client, SAVE, note("deploy-checklist", "1. tag 2. ship")).await;
+    ok_as(&client, SAVE, note("old-runbook", "obsolete")).await;
+    let deleted = ok_as(&client, DELETE, json!({ "slug": "deploy-checklist" })).await;
+    assert_eq!(deleted["trashed"], true);
+    let prompts = yes.prompts();
+    assert_eq!(prompts.len(), 1);
+    assert!(
+        prompts[0].contains("moves the note `deploy-checklist` to the trash")
+            && prompts[0].contains(&task.id)
+            && prompts[0].contains("Delete"),
+        "{}",
+        prompts[0]
+    );
+    let gone = call_as(
+        &client,
+        "notes_note_get",
+        json!({ "slug": "deploy-checklist" }),
+    )
+    .await;
+    assert_eq!(content(&gone)["code"], "not_found");
+    client.cancel().await.unwrap();
+
+    let no = Human::new(false);
+    let client = connect_with(&host.url, Some(&task.token), no.clone())
+        .await
+        .unwrap();
+    let result = call_as(&client, DELETE, json!({ "slug": "old-runbook" })).await;
+    let error = content(&result);
+    assert_eq!(error["code"], "approval_denied", "{error}");
+    assert_eq!(error["retryable"], false);
+    assert_eq!(no.prompts().len(), 1);
+    ok_as(&client, "notes_note_get", json!({ "slug": "old-runbook" })).await;
+    client.cancel().await.unwrap();
+
+    let decided: Value =
+        serde_json::from_str(&cli(&m, &["approval", "list", "--all", "--json"])).unwrap();
+    let channels: Vec<_> = decided
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["state"].as_str().unwrap(), a["channel"].as_str().unwrap()))
+        .collect();
+    assert!(channels.contains(&("used", "elicitation")), "{decided}");
+    assert!(channels.contains(&("denied", "elicitation")), "{decided}");
+}
+
+#[tokio::test]
+async fn a_2026_client_answers_through_an_input_required_round_trip() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &[SAVE, DELETE], &[]);
+    let host = http(&m, &[]);
+    let yes = Human::new(true);
+    let client = connect_stateless_with(&host.url, Some(&task.token), yes.clone()).await;
+    ok_as(&client, SAVE, note("deploy-checklist", "steps")).await;
+    let deleted = ok_as(&client, DELETE, json!({ "slug": "deploy-checklist" })).await;
+    assert_eq!(deleted["trashed"], true);
+    assert_eq!(yes.prompts().len(), 1);
+
+    let no = Human::new(false);
+    let declining = connect_stateless_with(&host.url, Some(&task.token), no.clone()).await;
+    ok_as(&declining, SAVE, note("keep-me", "x")).await;
+    let result = call_as(&declining, DELETE, json!({ "slug": "keep-me" })).await;
+    assert_eq!(content(&result)["code"], "approval_denied");
+    ok_as(&declining, "notes_note_get", json!({ "slug": "keep-me" })).await;
+
+    let all: Value =
+        serde_json::from_str(&cli(&m, &["approval", "list", "--all", "--json"])).unwrap();
+    assert!(
+        all.as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["channel"] == "mrtr"),
+        "{all}"
+    );
+    client.cancel().await.unwrap();
+    declining.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_elicitation_the_call_waits_for_an_operator_and_runs_once() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &[SAVE, DELETE], &[]);
+    let client = stdio_with(&m, &["--task-token", &task.token], &[], ()).await;
+    ok_as(&client, SAVE, note("a", "first")).await;
+    ok_as(&client, SAVE, note("b", "second")).await;
+    ok_as(&client, SAVE, note("c", "third")).await;
+
+    let error = content(&call_as(&client, DELETE, json!({ "slug": "a" })).await);
+    assert_eq!(error["code"], "approval_required");
+    let id = error["approval_id"].as_str().unwrap().to_string();
+    assert!(error["message"].as_str().unwrap().contains(&id));
+    // Asking again does not pile up requests.
+    let again = content(&call_as(&client, DELETE, json!({ "slug": "a" })).await);
+    assert_eq!(again["approval_id"], id.as_str());
+
+    let pending = cli(&m, &["approval", "list"]);
+    assert!(
+        pending.contains(&id) && pending.contains("`a`"),
+        "{pending}"
+    );
+    cli(&m, &["approval", "approve", &id]);
+
+    // The approval covers these exact arguments only.
+    let other = content(&call_as(&client, DELETE, json!({ "slug": "b" })).await);
+    assert_eq!(other["code"], "approval_required");
+    assert_ne!(other["approval_id"], id.as_str());
+
+    let deleted = ok_as(&client, DELETE, json!({ "slug": "a" })).await;
+    assert_eq!(deleted["slug"], "a");
+    // ... and runs once: the same call needs a new approval.
+    let next = content(&call_as(&client, DELETE, json!({ "slug": "a" })).await);
+    assert_eq!(next["code"], "approval_required");
+    assert_ne!(next["approval_id"], id.as_str());
+
+    // A denial is reported once, then the call may be asked for again.
+    let b_id = other["approval_id"].as_str().unwrap().to_string();
+    cli(&m, &["approval", "deny", &b_id]);
+    let denied = content(&call_as(&client, DELETE, json!({ "slug": "b" })).await);
+    assert_eq!(denied["code"], "approval_denied");
+    ok_as(&client, "notes_note_get", json!({ "slug": "b" })).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_pre_approved_tool_needs_no_human_and_list_says_what_each_tool_needs() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &[SAVE, DELETE], &["--pre-approve", DELETE]);
+    let client = stdio_with(&m, &["--task-token", &task.token], &[], ()).await;
+    ok_as(&client, SAVE, note("a", "x")).await;
+    ok_as(&client, DELETE, json!({ "slug": "a" })).await;
+
+    let tools = client.list_all_tools().await.unwrap();
+    let description = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap()
+            .description
+            .clone()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(description(SAVE).ends_with("Needs a task grant."));
+    assert!(
+        description(DELETE).ends_with("Needs a task grant and a human's approval for each call.")
+    );
+    assert!(!description("notes_note_get").contains("Needs"));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn notes_survive_a_restart_and_plugins_cannot_see_each_other_s_state() {
+    let m = manifest(vec![PluginEntry::notes(), PluginEntry::fixture()]);
+    let task = open_task(&m, &[SAVE], &[]);
+    let client = stdio_with(&m, &["--task-token", &task.token], &[], ()).await;
+    ok_as(&client, SAVE, note("deploy-checklist", "secret steps")).await;
+    let peek = ok_as(
+        &client,
+        "fixture_fault_run",
+        json!({ "fault": "state-peek" }),
+    )
+    .await;
+    assert_eq!(peek, json!({ "keys": [], "peek": null }));
+    client.cancel().await.unwrap();
+
+    let client = stdio(&m, &[]).await;
+    let kept = ok(
+        &client,
+        "notes_note_get",
+        json!({ "slug": "deploy-checklist" }),
+    )
+    .await;
+    assert_eq!(kept["body"], "secret steps");
+    assert_eq!(kept["version"], 1);
+    let peek = ok(
+        &client,
+        "fixture_fault_run",
+        json!({ "fault": "state-peek" }),
+    )
+    .await;
+    assert_eq!(peek, json!({ "keys": ["fixture-was-here"], "peek": null }));
+    client.cancel().await.unwrap();
+
+    // The operator sees each plugin's keys apart.
+    assert_eq!(
+        cli(&m, &["state", "list", "fixture"]).trim(),
+        "fixture-was-here"
+    );
+    assert_eq!(
+        cli(&m, &["state", "list", "notes"]).trim(),
+        "note/deploy-checklist"
+    );
+}
+
+#[tokio::test]
+async fn an_operator_restores_a_deleted_note_from_the_trash() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &[SAVE, DELETE], &["--pre-approve", DELETE]);
+    let client = stdio_with(&m, &["--task-token", &task.token], &[], ()).await;
+    ok_as(&client, SAVE, note("runbook", "keep this")).await;
+    ok_as(&client, DELETE, json!({ "slug": "runbook" })).await;
+    let trash = cli(&m, &["state", "list", "notes", "--prefix", "trash/"]);
+    let key = trash.trim();
+    assert!(key.starts_with("trash/runbook@"), "{trash}");
+    cli(&m, &["state", "move", "notes", key, "note/runbook"]);
+    let back = ok_as(&client, "notes_note_get", json!({ "slug": "runbook" })).await;
+    assert_eq!(back["body"], "keep this");
+    client.cancel().await.unwrap();
+}
+
+/// `ok` for clients with a handler of their own.
+async fn ok_as<H: ClientHandler>(
+    client: &rmcp::service::RunningService<RoleClient, H>,
+    tool: &str,
+    arguments: Value,
+) -> Value {
+    let result = call_as(client, tool, arguments).await;
+    assert_eq!(result.is_error, Some(false), "{tool} failed: {result:?}");
+    content(&result)
+}
