@@ -3,7 +3,8 @@
 //!
 //! - A client of a session-based protocol (2025-11-25 and earlier) that
 //!   declared elicitation is asked at once with `elicitation/create`; the
-//!   call waits for the answer.
+//!   call waits for the answer (at most ten minutes; without an answer the
+//!   approval stays pending for an operator).
 //! - A 2026-07-28 client that declared elicitation gets an `input_required`
 //!   result (multi round-trip request) whose `requestState` is the approval
 //!   id; its retry carries the answer.
@@ -107,33 +108,35 @@ fn decider(context: &RequestContext<RoleServer>) -> String {
     format!("user of client {client}")
 }
 
-/// Asks over the live session and records the answer. A client that fails
-/// to answer declines.
+/// Asks over the live session and records the answer. Returns whether an
+/// answer came: a client that fails to ask (an error, no answer in time)
+/// leaves the approval pending for an operator, like a client that cannot
+/// elicit at all.
 pub async fn elicit(
     store: &dyn Store,
     approval: &Approval,
     context: &RequestContext<RoleServer>,
-) -> Result<(), StoreError> {
-    let decision = match form(approval) {
-        Ok(params) => match context
-            .peer
-            .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
-            .await
-        {
-            Ok(result) => decision(&result),
-            Err(e) => {
-                tracing::info!(approval = %approval.id, "elicitation failed, counted as declined: {e}");
-                Decision::Deny
-            }
-        },
+) -> Result<bool, StoreError> {
+    let params = match form(approval) {
+        Ok(params) => params,
         Err(e) => {
             tracing::error!("{}", e.message);
-            Decision::Deny
+            return Ok(false);
         }
     };
-    store
-        .decide(&approval.id, decision, &decider(context), "elicitation")
-        .map(drop)
+    let answer = context
+        .peer
+        .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
+        .await;
+    let decision = match answer {
+        Ok(result) => decision(&result),
+        Err(e) => {
+            tracing::info!(approval = %approval.id, "elicitation failed; the approval stays pending for an operator: {e}");
+            return Ok(false);
+        }
+    };
+    store.decide(&approval.id, decision, &decider(context), "elicitation")?;
+    Ok(true)
 }
 
 /// The `input_required` result that asks a 2026-07-28 client.

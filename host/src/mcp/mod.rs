@@ -165,9 +165,7 @@ impl ServerHandler for McpSession {
             let store = &*self.host.store;
             let asked = match Channel::of(&context) {
                 Channel::Operator => Ok(false),
-                Channel::Elicitation => approval::elicit(store, pending, &context)
-                    .await
-                    .map(|()| true),
+                Channel::Elicitation => approval::elicit(store, pending, &context).await,
                 Channel::InputRequired => {
                     match approval::answer_from_retry(store, pending, &request, &context) {
                         Ok(false) => return approval::input_required(pending).map(Into::into),
