@@ -22,17 +22,18 @@ use crate::operator::admin::{AdminServer, AdminToken};
 use crate::operator::{self, OpenTask, approval_json, task_json};
 use crate::sandbox::{ComponentCache, Sandbox};
 use crate::store::sqlite::operator as cli_operator;
-use crate::store::{Decision, SqliteStore, Store, TaskState, now, rfc3339};
+use crate::store::{ApprovalState, Decision, SqliteStore, Store, TaskState, now, rfc3339};
 
 /// toolhost: serves MCP tools that run as sandboxed WebAssembly components.
-#[derive(Debug, Parser)]
+// No `Debug` on the parsed arguments: they may hold a task token.
+#[derive(Parser)]
 #[command(name = "toolhost", version, about)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Subcommand)]
 pub enum Command {
     /// Serve the manifest's tools over MCP (stdio or Streamable HTTP).
     Serve(ServeArgs),
@@ -46,7 +47,7 @@ pub enum Command {
     State(StateArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Args)]
 #[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "http"])))]
 pub struct ServeArgs {
     /// The manifest; component paths in it are relative to its folder.
@@ -70,12 +71,7 @@ pub struct ServeArgs {
     )]
     pub task_token: Option<String>,
     /// stdio: serve an ad-hoc task with this id, recorded in the store; needed for --grant.
-    #[arg(
-        long,
-        value_name = "TASK_ID",
-        requires = "stdio",
-        conflicts_with = "task_token"
-    )]
+    #[arg(long, value_name = "TASK_ID", requires = "stdio")]
     pub task: Option<String>,
     /// Grant a write or destructive tool to the ad-hoc task (repeatable).
     #[arg(long = "grant", value_name = "TOOL", requires = "task")]
@@ -141,6 +137,9 @@ pub enum TaskCommand {
         /// A granted destructive tool whose calls need no per-call approval (repeatable).
         #[arg(long = "pre-approve", value_name = "TOOL")]
         pre_approve: Vec<String>,
+        /// Approvals come from an operator only (CLI or admin API), never through the agent's client.
+        #[arg(long)]
+        operator_approval: bool,
         /// Print JSON: {"task": {...}, "token": "..."}.
         #[arg(long)]
         json: bool,
@@ -244,7 +243,18 @@ fn stdio_task(
         }
         return Ok(None);
     }
-    if let Some(token) = &args.task_token {
+    // An explicit ad-hoc task wins over a token inherited from the
+    // environment; both on one command line is a mistake worth a warning.
+    let token = match (&args.task, &args.task_token) {
+        (Some(_), Some(_)) => {
+            tracing::warn!(
+                "--task is given, so the task token (--task-token or TOOLHOST_TASK_TOKEN) is ignored"
+            );
+            None
+        }
+        (_, token) => token.as_ref(),
+    };
+    if let Some(token) = token {
         let Some(task) = store.authenticate(token)? else {
             bail!(
                 "the task token (--task-token or TOOLHOST_TASK_TOKEN) is unknown to this host's store ({})",
@@ -281,6 +291,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = open_store(&manifest)?;
     let task = stdio_task(&args, &manifest, &*store)?;
     let admin_token = match args.admin {
+        Some(addr) if !addr.ip().is_loopback() => bail!(
+            "--admin {addr}: the admin API serves plain HTTP, so it listens on loopback only; put a TLS proxy on this machine in front of it to reach it from elsewhere"
+        ),
         Some(_) => Some(AdminToken::load(
             std::env::var("TOOLHOST_ADMIN_TOKEN").ok(),
             args.admin_token_file.as_deref(),
@@ -374,6 +387,7 @@ fn task(args: TaskArgs) -> anyhow::Result<()> {
             max_calls,
             writes_per_hour,
             pre_approve,
+            operator_approval,
             json,
         } => {
             let request = OpenTask {
@@ -383,6 +397,7 @@ fn task(args: TaskArgs) -> anyhow::Result<()> {
                 max_calls,
                 writes_per_hour,
                 pre_approve,
+                operator_approval,
             };
             let new = request.vet(&manifest, cli_operator())?;
             let (task, token) = store.open_task(new)?;
@@ -481,13 +496,20 @@ fn approval(args: ApprovalArgs) -> anyhow::Result<()> {
                 println!("no {}approvals", if all { "" } else { "pending " });
             } else {
                 for a in &list {
-                    println!(
-                        "{}  {:<8}  until {}  {}",
-                        a.id,
-                        a.state.as_str(),
-                        rfc3339(a.expires_at),
-                        a.summary
-                    );
+                    // A decided approval's expiry means nothing any more;
+                    // who decided, and when, does.
+                    let when = match (a.state, a.decided_at) {
+                        (ApprovalState::Pending | ApprovalState::Approved, _) => {
+                            format!("until {}", rfc3339(a.expires_at))
+                        }
+                        (_, Some(at)) => format!(
+                            "by {} at {}",
+                            a.decided_by.as_deref().unwrap_or("?"),
+                            rfc3339(at)
+                        ),
+                        (_, None) => format!("since {}", rfc3339(a.expires_at)),
+                    };
+                    println!("{}  {:<8}  {when}  {}", a.id, a.state.as_str(), a.summary);
                 }
             }
         }

@@ -58,7 +58,7 @@ pub enum CallError {
     UnknownTool(String),
     #[error("arguments of `{tool}` do not match its schema: {detail}")]
     InvalidArguments { tool: ToolName, detail: String },
-    #[error("`{tool}` ({}) refused: {denial:?}", risk.as_str())]
+    #[error("`{tool}` ({}) refused: {denial}", risk.as_str())]
     Denied {
         tool: ToolName,
         risk: RiskClass,
@@ -139,38 +139,43 @@ impl Toolhost {
                 RiskClass::Write | RiskClass::Destructive => Err(Denial::NotGranted),
             };
         };
-        let binding;
-        let charge = match tool.risk {
-            RiskClass::Read => Charge::Read,
-            RiskClass::Write => Charge::Write,
-            RiskClass::Destructive => {
-                binding = policy::approval_binding(tool.name.as_str(), arguments);
-                Charge::Destructive { binding: &binding }
-            }
+        let binding = (tool.risk == RiskClass::Destructive)
+            .then(|| policy::approval_binding(tool.name.as_str(), arguments));
+        let charge = match (tool.risk, &binding) {
+            (RiskClass::Destructive, Some(binding)) => Charge::Destructive { binding },
+            (RiskClass::Read, _) => Charge::Read,
+            _ => Charge::Write,
         };
         let refusal = match self.store.charge(task, tool.name.as_str(), charge) {
             Ok(Ok(_)) => return Ok(()),
             Ok(Err(refusal)) => refusal,
             Err(e) => return Err(Denial::StoreUnavailable(e.to_string())),
         };
-        match refusal {
+        if let ChargeRefusal::Closed(_) = refusal {
+            // The task's plugin instances serve nobody any more.
+            self.task_sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(task);
+        }
+        match (refusal, binding) {
             // Reading needs no task: a closed task leaves its sessions the
             // read access every session has.
-            ChargeRefusal::Closed(_) if tool.risk == RiskClass::Read => Ok(()),
-            ChargeRefusal::Closed(state) => Err(Denial::TaskClosed(state)),
-            ChargeRefusal::NotGranted => Err(Denial::NotGranted),
-            ChargeRefusal::CallsExhausted { max_calls } => {
+            (ChargeRefusal::Closed(_), _) if tool.risk == RiskClass::Read => Ok(()),
+            (ChargeRefusal::Closed(state), _) => Err(Denial::TaskClosed(state)),
+            (ChargeRefusal::NotGranted, _) => Err(Denial::NotGranted),
+            (ChargeRefusal::CallsExhausted { max_calls }, _) => {
                 Err(Denial::CallsExhausted { max_calls })
             }
-            ChargeRefusal::WriteRateExhausted { per_hour } => {
+            (ChargeRefusal::WriteRateExhausted { per_hour }, _) => {
                 Err(Denial::WriteRateExhausted { per_hour })
             }
-            ChargeRefusal::ApprovalMissing => {
-                let Charge::Destructive { binding } = charge else {
-                    unreachable!("only destructive calls need an approval")
-                };
-                self.approval_needed(tool, task, binding, arguments)
+            (ChargeRefusal::ApprovalMissing, Some(binding)) => {
+                Err(self.approval_needed(tool, task, &binding, arguments))
             }
+            (ChargeRefusal::ApprovalMissing, None) => Err(Denial::StoreUnavailable(
+                "the store asked for an approval of a call that needs none".into(),
+            )),
         }
     }
 
@@ -183,35 +188,41 @@ impl Toolhost {
         task: &str,
         binding: &str,
         arguments: &Value,
-    ) -> Result<(), Denial> {
+    ) -> Denial {
         let store_failed = |e: StoreError| Denial::StoreUnavailable(e.to_string());
-        if let Some(denied) = self
-            .store
-            .take_denial(task, binding)
-            .map_err(store_failed)?
-        {
-            return Err(Denial::ApprovalDenied(Box::new(denied)));
+        match self.store.take_denial(task, binding) {
+            Ok(Some(denied)) => return Denial::ApprovalDenied(Box::new(denied)),
+            Ok(None) => {}
+            Err(e) => return store_failed(e),
         }
+        let task_record = match self.store.task(task) {
+            Ok(Some(record)) => record,
+            Ok(None) => return store_failed(StoreError::NoTask(task.into())),
+            Err(e) => return store_failed(e),
+        };
         let empty = Map::new();
         let summary = policy::approval_summary(
             &tool.title,
             tool.name.as_str(),
             tool.approval.as_deref(),
             task,
+            &task_record.purpose,
             arguments.as_object().unwrap_or(&empty),
         );
-        let approval = self
-            .store
-            .request_approval(ApprovalRequest {
-                task_id: task.to_string(),
-                tool: tool.name.as_str().to_string(),
-                binding: binding.to_string(),
-                arguments: arguments.clone(),
-                summary,
-                ttl: APPROVAL_TTL,
-            })
-            .map_err(store_failed)?;
-        Err(Denial::ApprovalRequired(Box::new(approval)))
+        let request = ApprovalRequest {
+            task_id: task.to_string(),
+            tool: tool.name.as_str().to_string(),
+            binding: binding.to_string(),
+            arguments: arguments.clone(),
+            summary,
+            ttl: APPROVAL_TTL,
+            operator_only: task_record.operator_approval,
+        };
+        match self.store.request_approval(request) {
+            Ok(approval) => Denial::ApprovalRequired(Box::new(approval)),
+            Err(StoreError::TooManyPending(_, waiting)) => Denial::TooManyPending(waiting),
+            Err(e) => store_failed(e),
+        }
     }
 
     async fn run(

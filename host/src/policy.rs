@@ -28,8 +28,28 @@ pub enum Denial {
     ApprovalRequired(Box<Approval>),
     /// A human declined this exact call.
     ApprovalDenied(Box<Approval>),
+    /// Too many of the task's destructive calls already wait for a human.
+    TooManyPending(usize),
     /// The store could not be read or written, so nothing can be counted.
     StoreUnavailable(String),
+}
+
+/// For logs: short, and without the arguments an approval carries.
+impl std::fmt::Display for Denial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Denial::NotGranted => f.write_str("not granted"),
+            Denial::TaskClosed(state) => write!(f, "task {}", state.as_str()),
+            Denial::CallsExhausted { max_calls } => write!(f, "all {max_calls} calls used"),
+            Denial::WriteRateExhausted { per_hour } => {
+                write!(f, "{per_hour} writes this hour used")
+            }
+            Denial::ApprovalRequired(a) => write!(f, "approval {} pending", a.id),
+            Denial::ApprovalDenied(a) => write!(f, "approval {} denied", a.id),
+            Denial::TooManyPending(n) => write!(f, "{n} approvals already pending"),
+            Denial::StoreUnavailable(e) => write!(f, "store unavailable: {e}"),
+        }
+    }
 }
 
 /// What an approval is bound to: the tool and its arguments, canonically
@@ -75,9 +95,6 @@ fn write_canonical(value: &Value, out: &mut String) {
     }
 }
 
-/// Longest rendering of one argument in an approval prompt.
-const ARGUMENT_CHARS: usize = 120;
-
 /// The action restated for the human: the tool's title, what it does (the
 /// manifest's approval text with `{argument}` filled in, or a generic
 /// sentence) and the key arguments.
@@ -86,6 +103,7 @@ pub fn approval_summary(
     tool: &str,
     template: Option<&str>,
     task: &str,
+    purpose: &str,
     arguments: &Map<String, Value>,
 ) -> String {
     let effect = match template {
@@ -102,7 +120,12 @@ pub fn approval_summary(
     } else {
         args.join(", ")
     };
-    format!("{title} ({tool}) for task {task}: {effect}. Arguments: {args}.")
+    // The purpose is the operator's words, which a human recognises; the id
+    // alone would not say which job is asking.
+    let purpose = shown(&Value::String(purpose.to_string()));
+    format!(
+        "{title} ({tool}) for task {task} ({purpose}): {effect}. Arguments supplied by the agent: {args}."
+    )
 }
 
 /// Replaces each `{name}` with the argument's value; an absent argument
@@ -120,7 +143,7 @@ fn fill(template: &str, arguments: &Map<String, Value>) -> String {
                     .all(|c| c.is_ascii_alphanumeric() || c == '_') =>
             {
                 let name = &after[..close];
-                out.push_str(&arguments.get(name).map_or("(none)".into(), shown));
+                out.push_str(&arguments.get(name).map_or("(none)".into(), inline));
                 rest = &after[close + 1..];
             }
             _ => {
@@ -133,19 +156,22 @@ fn fill(template: &str, arguments: &Map<String, Value>) -> String {
     out
 }
 
-/// An argument as a human reads it: strings bare, other values as JSON,
-/// long ones cut with their length kept.
+/// An argument as a human reads it: JSON, so a string is quoted and its
+/// line breaks and control characters are escaped (an agent must not be
+/// able to lay out the prompt, or hide part of a value on another line),
+/// and whole: the approval covers every byte, so the human sees every byte.
 fn shown(value: &Value) -> String {
-    let text = match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    let chars = text.chars().count();
-    if chars <= ARGUMENT_CHARS {
-        return text;
+    value.to_string()
+}
+
+/// An argument inside the manifest's sentence: as [`shown`], but a string
+/// without its quotes (the sentence quotes it), still escaped.
+fn inline(value: &Value) -> String {
+    let json = value.to_string();
+    match value {
+        Value::String(_) => json[1..json.len() - 1].to_string(),
+        _ => json,
     }
-    let cut: String = text.chars().take(ARGUMENT_CHARS).collect();
-    format!("{cut}… ({chars} characters)")
 }
 
 #[cfg(test)]
@@ -166,7 +192,7 @@ mod tests {
 
     #[test]
     fn summary_restates_the_action() {
-        let args = json!({"slug": "deploy-checklist", "note": "x".repeat(200)});
+        let args = json!({"slug": "deploy-checklist", "note": "line\nbreak"});
         let summary = approval_summary(
             "Delete note",
             "notes_note_delete",
@@ -174,9 +200,14 @@ mod tests {
                 "deletes the note `{slug}`; it stays in the trash for 30 days {missing} {not a var}",
             ),
             "task-1",
+            "tidy notes",
             args.as_object().unwrap(),
         );
-        assert!(summary.starts_with("Delete note (notes_note_delete) for task task-1: deletes the note `deploy-checklist`; it stays in the trash for 30 days (none) {not a var}."), "{summary}");
-        assert!(summary.contains("(200 characters)"), "{summary}");
+        assert!(summary.starts_with("Delete note (notes_note_delete) for task task-1 (\"tidy notes\"): deletes the note `deploy-checklist`; it stays in the trash for 30 days (none) {not a var}."), "{summary}");
+        assert!(
+            summary.ends_with(r#"note = "line\nbreak", slug = "deploy-checklist"."#),
+            "{summary}"
+        );
+        assert!(!summary.contains('\n'));
     }
 }

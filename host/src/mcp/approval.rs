@@ -43,7 +43,13 @@ pub enum Channel {
 }
 
 impl Channel {
-    pub fn of(context: &RequestContext<RoleServer>) -> Channel {
+    /// The channel for `approval` in this request. A task opened with
+    /// operator approval never asks the client: an agent with its token
+    /// could otherwise answer for the human.
+    pub fn of(approval: &Approval, context: &RequestContext<RoleServer>) -> Channel {
+        if approval.operator_only {
+            return Channel::Operator;
+        }
         let can_elicit = context
             .client_capabilities()
             .and_then(|c| c.elicitation)
@@ -84,13 +90,16 @@ fn prompt(approval: &Approval) -> String {
     )
 }
 
-/// Yes only for an accepted form whose box is ticked (or that carries no
-/// content at all, for clients that show a plain confirm dialog).
+/// Yes only for an accepted form whose required box is ticked: an accept
+/// without content is what a careless auto-accepting client sends, and it
+/// must not delete anything.
 fn decision(result: &ElicitResult) -> Decision {
-    let ticked = match &result.content {
-        None => true,
-        Some(content) => content.get(CONFIRM_FIELD).and_then(|v| v.as_bool()) == Some(true),
-    };
+    let ticked = result
+        .content
+        .as_ref()
+        .and_then(|content| content.get(CONFIRM_FIELD))
+        .and_then(|v| v.as_bool())
+        == Some(true);
     if result.action == ElicitationAction::Accept && ticked {
         Decision::Approve
     } else {
@@ -98,14 +107,38 @@ fn decision(result: &ElicitResult) -> Decision {
     }
 }
 
-/// Who decided, as recorded: the client's name, since the human behind it
-/// has no identity the host can see.
+/// Who decided, as recorded: the user of the client, named as the client
+/// names itself; the host cannot verify either.
 fn decider(context: &RequestContext<RoleServer>) -> String {
     let client = context
         .client_info()
         .map(|i| i.name)
         .unwrap_or_else(|| "unknown".into());
-    format!("user of client {client}")
+    let client: String = client
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(100)
+        .collect();
+    format!("user of client-reported {client:?}")
+}
+
+/// Records an in-band answer; an approval someone else decided meanwhile
+/// (an operator, or expiry) keeps that decision.
+fn record(
+    store: &dyn Store,
+    approval: &Approval,
+    decision: Decision,
+    by: &str,
+    channel: &str,
+) -> Result<(), StoreError> {
+    match store.decide(&approval.id, decision, by, channel) {
+        Ok(decided) => {
+            tracing::info!(approval = %decided.id, task = %decided.task_id, tool = %decided.tool, state = decided.state.as_str(), by, channel, "approval decided through the client");
+            Ok(())
+        }
+        Err(StoreError::AlreadyDecided { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Asks over the live session and records the answer. Returns whether an
@@ -135,7 +168,7 @@ pub async fn elicit(
             return Ok(false);
         }
     };
-    store.decide(&approval.id, decision, &decider(context), "elicitation")?;
+    record(store, approval, decision, &decider(context), "elicitation")?;
     Ok(true)
 }
 
@@ -160,7 +193,7 @@ pub fn answer_from_retry(
     // The request state is the id of the approval this retry answers. The
     // approval passed in is the one pending for this exact task, tool and
     // arguments, so an id from another call does not match and is ignored.
-    if request.request_state.as_deref() != Some(approval.id.as_str()) {
+    if approval.operator_only || request.request_state.as_deref() != Some(approval.id.as_str()) {
         return Ok(false);
     }
     let Some(answer) = request
@@ -174,6 +207,6 @@ pub fn answer_from_retry(
         Ok(result) => decision(&result),
         Err(_) => Decision::Deny,
     };
-    store.decide(&approval.id, decision, &decider(context), "mrtr")?;
+    record(store, approval, decision, &decider(context), "mrtr")?;
     Ok(true)
 }

@@ -10,8 +10,10 @@
 //! A request may carry `Authorization: Bearer <task token>`; its calls are
 //! then made for that task. A token that was never issued is refused with
 //! 401 on any request. A revoked or expired one is refused with 401 when a
-//! client connects (a request outside a session); inside a live session it
-//! passes, and its calls get `grant_expired`, so the model learns why.
+//! session-era client connects (a request without `Mcp-Session-Id` of a
+//! protocol that has `initialize`); inside a live session, and on stateless
+//! 2026-07-28 requests, which have no connect, it passes and its calls get
+//! `grant_expired`, so the model learns why.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,12 +22,13 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::model::ErrorCode;
+use rmcp::model::{ErrorCode, ProtocolVersion};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::{Binding, McpCatalog, McpSession};
+use crate::bearer::Bearer;
 use crate::dispatch::Toolhost;
 use crate::store::{self, Store, TaskState};
 
@@ -138,19 +141,12 @@ async fn bind_task(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(value) = request.headers().get(header::AUTHORIZATION) else {
-        return next.run(request).await;
-    };
-    let token = value
-        .to_str()
-        .ok()
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    let Some(token) = token else {
-        return unauthorized("the Authorization header must be `Bearer <task token>`");
+    let token = match Bearer::of(request.headers()) {
+        Bearer::Absent => return next.run(request).await,
+        Bearer::Malformed => {
+            return unauthorized("the Authorization header must be `Bearer <task token>`");
+        }
+        Bearer::Token(token) => token,
     };
     let task = match store.authenticate(token) {
         Ok(Some(task)) => task,
@@ -164,7 +160,13 @@ async fn bind_task(
                 .into_response();
         }
     };
-    let connecting = !request.headers().contains_key("mcp-session-id");
+    let headers = request.headers();
+    let stateless = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| serde_json::from_value::<ProtocolVersion>(v.into()).ok())
+        .is_some_and(|version| !version.has_initialize());
+    let connecting = !stateless && !headers.contains_key("mcp-session-id");
     match task.state(store::now()) {
         TaskState::Open => {}
         state if connecting => {

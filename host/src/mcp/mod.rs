@@ -163,7 +163,7 @@ impl ServerHandler for McpSession {
         }) = &outcome
         {
             let store = &*self.host.store;
-            let asked = match Channel::of(&context) {
+            let asked = match Channel::of(pending, &context) {
                 Channel::Operator => Ok(false),
                 Channel::Elicitation => approval::elicit(store, pending, &context).await,
                 Channel::InputRequired => {

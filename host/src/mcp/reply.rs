@@ -50,7 +50,7 @@ pub fn tool_result(
                 Denial::NotGranted if task.is_empty() => (
                     "not_granted".into(),
                     format!(
-                        "{tool} is a {} tool and this session is not bound to a task. Do not retry; ask the operator for a task token that grants {tool} (toolhost task open --grant {tool}).",
+                        "{tool} is a {} tool and this session is not bound to a task. Do not retry; ask the operator for a task token that grants {tool}.",
                         risk.as_str()
                     ),
                     false,
@@ -93,7 +93,7 @@ pub fn tool_result(
                         "ok": false,
                         "code": "approval_required",
                         "message": format!(
-                            "{tool} needs a human's approval for this exact call; approval {} is pending until {}. Tell the user: \"{}\" and ask them to approve it (toolhost approval approve {}). Once approved, make the same call again with the same arguments; it runs once.",
+                            "{tool} needs a human's approval for this exact call; approval {} is pending until {}. Tell the user what you asked for ({}) and that an operator must approve {}. Once it is approved, make the same call again with the same arguments; it runs once.",
                             approval.id,
                             store::rfc3339(approval.expires_at),
                             approval.summary,
@@ -106,8 +106,15 @@ pub fn tool_result(
                 Denial::ApprovalDenied(approval) => (
                     "approval_denied".into(),
                     format!(
-                        "A human declined this call of {tool} (approval {}). Do not retry it; report that the action was declined.",
+                        "A human did not approve this call of {tool} (approval {}: declined or dismissed). Do not retry it; report that the action was not approved.",
                         approval.id
+                    ),
+                    false,
+                ),
+                Denial::TooManyPending(waiting) => (
+                    "too_many_pending".into(),
+                    format!(
+                        "{waiting} destructive calls of task {task} already wait for a human's decision. Do not ask for more; tell the user which ones are waiting and stop until they are decided."
                     ),
                     false,
                 ),

@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::{OpenTask, approval_json, parse_ttl, task_json};
+use crate::bearer::Bearer;
 use crate::manifest::Manifest;
 use crate::store::{Decision, Store, StoreError};
 
@@ -53,7 +54,7 @@ pub enum AdminTokenError {
 pub struct AdminToken([u8; 32]);
 
 impl AdminToken {
-    /// From the environment value if set, else from the file.
+    /// From the file if one is given, else from the environment value.
     pub fn load(env: Option<String>, file: Option<&Path>) -> Result<AdminToken, AdminTokenError> {
         let text = match (env, file) {
             (_, Some(path)) => read_private(path)?,
@@ -133,6 +134,7 @@ impl AdminServer {
                 admin.clone(),
                 authenticate,
             ))
+            .layer(axum::middleware::map_response(json_errors))
             .with_state(admin);
         Ok(AdminServer { listener, router })
     }
@@ -149,16 +151,47 @@ impl AdminServer {
 }
 
 async fn authenticate(State(admin): Shared, request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
-        Some(token) if admin.token.matches(token.trim()) => next.run(request).await,
-        Some(_) => unauthorized("wrong admin token"),
-        None => unauthorized("missing `Authorization: Bearer <admin token>`"),
+    match Bearer::of(request.headers()) {
+        Bearer::Token(token) if admin.token.matches(token) => next.run(request).await,
+        Bearer::Token(_) | Bearer::Malformed => {
+            tracing::warn!(method = %request.method(), path = %request.uri().path(), "admin API: wrong admin token");
+            unauthorized("wrong admin token")
+        }
+        Bearer::Absent => unauthorized("missing `Authorization: Bearer <admin token>`"),
     }
+}
+
+/// Every answer is JSON (axum's own refusals, such as 405 or a bad query,
+/// are plain text) and is never cached: some carry a task token.
+async fn json_errors(response: Response) -> Response {
+    let (mut parts, body) = response.into_parts();
+    parts
+        .headers
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let is_json = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json || parts.status.is_success() {
+        return Response::from_parts(parts, body);
+    }
+    let bytes = axum::body::to_bytes(body, 4_096).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes).trim().to_string();
+    let message = if text.is_empty() {
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("error")
+            .to_string()
+    } else {
+        text
+    };
+    let mut response = error(parts.status, "invalid_request", &message);
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 fn unauthorized(message: &str) -> Response {

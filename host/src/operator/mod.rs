@@ -98,6 +98,10 @@ pub struct OpenTask {
     pub writes_per_hour: Option<u32>,
     #[serde(default)]
     pub pre_approve: Vec<String>,
+    /// Destructive calls are approved by an operator only, never through
+    /// the agent's client.
+    #[serde(default)]
+    pub operator_approval: bool,
 }
 
 impl OpenTask {
@@ -131,6 +135,7 @@ impl OpenTask {
             ttl: parse_ttl(&self.ttl)?,
             max_calls: self.max_calls,
             writes_per_hour: self.writes_per_hour,
+            operator_approval: self.operator_approval,
         })
     }
 }
@@ -152,6 +157,7 @@ pub fn task_json(task: &Task) -> Value {
         "revoked_at": task.revoked_at.map(rfc3339),
         "revoked_by": task.revoked_by,
         "ad_hoc": task.ad_hoc,
+        "operator_approval": task.operator_approval,
     })
 }
 
@@ -166,6 +172,7 @@ pub fn approval_json(approval: &Approval) -> Value {
         "arguments": approval.arguments,
         "requested_at": rfc3339(approval.requested_at),
         "expires_at": rfc3339(approval.expires_at),
+        "decided_at": approval.decided_at.map(rfc3339),
         "decided_by": approval.decided_by,
         "channel": approval.channel,
     })

@@ -3,13 +3,14 @@
 //!
 //! Everything goes through the [`Store`] trait so that another backend
 //! (PostgreSQL, for a fleet of hosts) can be added as a module beside
-//! [`sqlite`]. Every method is one transaction: a counter is checked and
-//! charged in the same step, so concurrent calls from any number of sessions
-//! (or processes sharing the database) never overspend a budget.
+//! [`sqlite`]. Every method that writes is one transaction: a counter is
+//! checked and charged in the same step, so concurrent calls from any number
+//! of sessions (or processes sharing the database) never overspend a budget.
 //!
-//! Methods are synchronous. They are short (one indexed statement or a few),
-//! and the callers run them on the async runtime directly: a hop to the
-//! blocking pool would cost more than the statement.
+//! Methods are synchronous and the callers run them on the async runtime
+//! directly: they are indexed statements, far cheaper than a hop to the
+//! blocking pool. The exception is a writer in another process holding the
+//! database lock, which makes a call wait (up to the busy timeout).
 
 pub mod sqlite;
 mod token;
@@ -68,6 +69,19 @@ pub struct Task {
     pub revoked_by: Option<String>,
     /// Opened by `serve --task`, without a token.
     pub ad_hoc: bool,
+    /// Destructive calls are approved by an operator only, never through
+    /// the agent's client.
+    pub operator_approval: bool,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Open => "open",
+            TaskState::Revoked => "revoked",
+            TaskState::Expired => "expired",
+        }
+    }
 }
 
 impl Task {
@@ -102,6 +116,7 @@ pub struct NewTask {
     pub ttl: Duration,
     pub max_calls: Option<u64>,
     pub writes_per_hour: Option<u32>,
+    pub operator_approval: bool,
 }
 
 /// What one call costs a task.
@@ -158,13 +173,14 @@ impl ApprovalState {
         }
     }
 
+    /// An unknown state reads as expired: nothing may approve or use it.
     fn parse(s: &str) -> ApprovalState {
         match s {
+            "pending" => ApprovalState::Pending,
             "approved" => ApprovalState::Approved,
             "denied" => ApprovalState::Denied,
             "used" => ApprovalState::Used,
-            "expired" => ApprovalState::Expired,
-            _ => ApprovalState::Pending,
+            _ => ApprovalState::Expired,
         }
     }
 }
@@ -186,9 +202,12 @@ pub struct Approval {
     pub state: ApprovalState,
     pub requested_at: UnixSecs,
     pub expires_at: UnixSecs,
+    pub decided_at: Option<UnixSecs>,
     pub decided_by: Option<String>,
     /// How the decision was made: `cli`, `admin_api`, `elicitation`, `mrtr`.
     pub channel: Option<String>,
+    /// Copied from the task: only an operator may decide.
+    pub operator_only: bool,
 }
 
 /// What asking for an approval needs.
@@ -200,6 +219,7 @@ pub struct ApprovalRequest {
     pub arguments: serde_json::Value,
     pub summary: String,
     pub ttl: Duration,
+    pub operator_only: bool,
 }
 
 /// A human's answer.
@@ -221,21 +241,27 @@ pub enum StateError {
 }
 
 /// A store operation that failed.
+///
+/// Messages carry their cause in the text, not as a `source`, so that a
+/// chain printer does not repeat it.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot open the state database {path}: {source}")]
+    #[error("cannot open the state database {}: {cause}", path.display())]
     Open {
         path: std::path::PathBuf,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        cause: String,
     },
     #[error("state database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(String),
+    #[error("the OS random source failed: {0}")]
+    Random(String),
     #[error("no task `{0}`")]
     NoTask(String),
     #[error("no approval `{0}`")]
     NoApproval(String),
-    #[error("task `{id}` is {state:?}: {what}")]
+    #[error("task `{0}` has {1} approvals waiting for a human; decide those first")]
+    TooManyPending(String, usize),
+    #[error("task `{id}` is {}: {what}", state.as_str())]
     TaskClosed {
         id: String,
         state: TaskState,
@@ -251,6 +277,14 @@ pub enum StoreError {
     NoKey(String),
     #[error("key `{0}` already exists in the plugin's state; move it away first")]
     KeyExists(String),
+    #[error("invalid key `{0}`: 1 to 256 bytes, no control characters")]
+    InvalidKey(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite(e.to_string())
+    }
 }
 
 /// The host's durable state. See the module docs.

@@ -2,8 +2,9 @@
 //!
 //! WAL journal with `synchronous = NORMAL`: a committed transaction survives
 //! the host being killed at any point (the WAL is in the OS's hands once the
-//! commit returns), and the database is never left corrupt; a power cut may
-//! lose the last commits, which costs a refund of budget at worst. Several
+//! commit returns), and the database is never left corrupt. A power cut (not
+//! a crash) may lose the last commits: charges, but also a revocation or an
+//! approval's use made in the last moments. Several
 //! processes (the serving host, `toolhost task …` commands) share the file;
 //! SQLite's locks order their writes and `busy_timeout` makes them wait.
 
@@ -40,6 +41,7 @@ CREATE TABLE task (
     revoked_at      INTEGER,
     revoked_by      TEXT,
     ad_hoc          INTEGER NOT NULL DEFAULT 0,
+    operator_approval INTEGER NOT NULL DEFAULT 0,
     token_id        TEXT UNIQUE,
     token_sha256    BLOB
 ) STRICT;
@@ -61,6 +63,7 @@ CREATE TABLE approval (
     decided_at   INTEGER,
     decided_by   TEXT,
     channel      TEXT,
+    operator_only INTEGER NOT NULL DEFAULT 0,
     settled      INTEGER NOT NULL DEFAULT 0   -- used, or its denial reported
 ) STRICT;
 CREATE INDEX approval_by_binding ON approval(task_id, binding);
@@ -74,6 +77,9 @@ CREATE TABLE plugin_state (
 
 /// How long an approved call stays usable after the human said yes.
 const APPROVED_FOR_SECS: i64 = 15 * 60;
+/// Approvals of one task waiting for a human at once: each is a question to
+/// a person, and an agent must not be able to bury them in questions.
+pub const MAX_PENDING_PER_TASK: usize = 5;
 
 /// The SQLite [`Store`].
 pub struct SqliteStore {
@@ -88,18 +94,21 @@ impl SqliteStore {
     /// created 0700; the database file is made 0600.
     pub fn open(state_dir: &Path) -> Result<SqliteStore, StoreError> {
         let path = state_dir.join(DATABASE_FILE);
-        let fail = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open {
+        let fail = |cause: String| StoreError::Open {
             path: path.clone(),
-            source,
+            cause,
         };
-        create_private_dir(state_dir).map_err(|e| fail(e.into()))?;
-        let conn = Connection::open(&path).map_err(|e| fail(e.into()))?;
-        restrict_file(&path).map_err(|e| fail(e.into()))?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        migrate(&conn).map_err(|e| fail(e.into()))?;
+        create_private_dir(state_dir).map_err(|e| fail(e.to_string()))?;
+        let mut conn = Connection::open(&path).map_err(|e| fail(e.to_string()))?;
+        restrict_file(&path).map_err(|e| fail(e.to_string()))?;
+        let setup = |conn: &mut Connection| -> rusqlite::Result<()> {
+            conn.busy_timeout(Duration::from_secs(5))?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "foreign_keys", "ON")
+        };
+        setup(&mut conn).map_err(|e| fail(e.to_string()))?;
+        migrate(&mut conn).map_err(fail)?;
         Ok(SqliteStore {
             path,
             conn: Mutex::new(conn),
@@ -151,28 +160,30 @@ fn restrict_file(path: &Path) -> std::io::Result<()> {
 }
 
 /// Brings the tables to [`SCHEMA_VERSION`]. A database from a newer host is
-/// refused rather than misread.
-fn migrate(conn: &Connection) -> Result<(), StoreError> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+/// refused rather than misread. The version is read inside the write
+/// transaction, so two processes starting on a new database at once do not
+/// both create the tables.
+fn migrate(conn: &mut Connection) -> Result<(), String> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| e.to_string())?;
+    let version: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
     if version > SCHEMA_VERSION {
-        return Err(StoreError::Open {
-            path: PathBuf::from(DATABASE_FILE),
-            source: format!(
-                "schema version {version} is newer than this host's {SCHEMA_VERSION}; use a newer toolhost"
-            )
-            .into(),
-        });
+        return Err(format!(
+            "schema version {version} is newer than this host's {SCHEMA_VERSION}; use a newer toolhost"
+        ));
     }
     if version < 1 {
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE; {SCHEMA_V1} PRAGMA user_version = 1; COMMIT;"
-        ))?;
+        tx.execute_batch(&format!("{SCHEMA_V1} PRAGMA user_version = 1;"))
+            .map_err(|e| e.to_string())?;
     }
-    Ok(())
+    tx.commit().map_err(|e| e.to_string())
 }
 
 const TASK_COLUMNS: &str = "id, purpose, opened_by, opened_at, expires_at, grants, pre_approved, \
-     max_calls, writes_per_hour, calls_used, revoked_at, revoked_by, ad_hoc";
+     max_calls, writes_per_hour, calls_used, revoked_at, revoked_by, ad_hoc, operator_approval";
 
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     let list = |i: usize| -> rusqlite::Result<Vec<String>> {
@@ -195,6 +206,7 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         revoked_at: row.get(10)?,
         revoked_by: row.get(11)?,
         ad_hoc: row.get(12)?,
+        operator_approval: row.get(13)?,
     })
 }
 
@@ -208,7 +220,7 @@ fn load_task(conn: &Connection, id: &str) -> rusqlite::Result<Option<Task>> {
 }
 
 const APPROVAL_COLUMNS: &str = "id, task_id, tool, binding, arguments, summary, state, \
-     requested_at, expires_at, decided_by, channel";
+     requested_at, expires_at, decided_by, channel, decided_at, operator_only";
 
 fn approval_from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
     let arguments: String = row.get(4)?;
@@ -234,6 +246,8 @@ fn approval_from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
         expires_at,
         decided_by: row.get(9)?,
         channel: row.get(10)?,
+        decided_at: row.get(11)?,
+        operator_only: row.get(12)?,
     })
 }
 
@@ -246,12 +260,10 @@ fn load_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
     .optional()
 }
 
-fn random_id(prefix: &str) -> String {
+fn random_id(prefix: &str) -> Result<String, StoreError> {
     let mut bytes = [0u8; 6];
-    // The OS random source failing is not something to limp on with a
-    // predictable id.
-    getrandom::fill(&mut bytes).expect("the OS random source works");
-    format!("{prefix}-{}", hex::encode(bytes))
+    getrandom::fill(&mut bytes).map_err(|e| StoreError::Random(e.to_string()))?;
+    Ok(format!("{prefix}-{}", hex::encode(bytes)))
 }
 
 fn json_list(items: &[String]) -> String {
@@ -268,17 +280,15 @@ fn unavailable(e: rusqlite::Error) -> StateError {
 
 impl Store for SqliteStore {
     fn open_task(&self, new: NewTask) -> Result<(Task, TaskToken), StoreError> {
-        let (token, record) = token::issue().map_err(|e| StoreError::Open {
-            path: self.path.clone(),
-            source: e.to_string().into(),
-        })?;
-        let id = random_id("task");
+        let (token, record) = token::issue().map_err(|e| StoreError::Random(e.to_string()))?;
+        let id = random_id("task")?;
         let at = now();
         let conn = self.conn();
         conn.execute(
             "INSERT INTO task (id, purpose, opened_by, opened_at, expires_at, grants, pre_approved,
-                               max_calls, writes_per_hour, token_id, token_sha256)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                               max_calls, writes_per_hour, token_id, token_sha256,
+                               operator_approval)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
                 id,
                 new.purpose,
@@ -291,6 +301,7 @@ impl Store for SqliteStore {
                 new.writes_per_hour.map(i64::from),
                 record.id,
                 record.secret_sha256,
+                new.operator_approval,
             ],
         )?;
         let task = load_task(&conn, &id)?.ok_or_else(|| StoreError::NoTask(id.clone()))?;
@@ -350,12 +361,20 @@ impl Store for SqliteStore {
     }
 
     fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
-        let conn = self.conn();
-        let changed = conn.execute(
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let changed = tx.execute(
             "UPDATE task SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL",
             params![id, now(), by],
         )?;
-        let task = load_task(&conn, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        // Questions to a human about a task that is over would only mislead.
+        tx.execute(
+            "UPDATE approval SET state = 'expired', settled = 1
+             WHERE task_id = ?1 AND state IN ('pending', 'approved')",
+            [id],
+        )?;
+        let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        tx.commit()?;
         if changed == 0 {
             tracing::info!(task = id, "task was already revoked");
         }
@@ -363,8 +382,9 @@ impl Store for SqliteStore {
     }
 
     fn extend_task(&self, id: &str, ttl: Duration) -> Result<Task, StoreError> {
-        let conn = self.conn();
-        let task = load_task(&conn, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
         if task.revoked_at.is_some() {
             return Err(StoreError::TaskClosed {
                 id: id.to_string(),
@@ -372,11 +392,13 @@ impl Store for SqliteStore {
                 what: "a revoked task cannot be extended; open a new one",
             });
         }
-        conn.execute(
+        tx.execute(
             "UPDATE task SET expires_at = ?2 WHERE id = ?1",
             params![id, now().saturating_add(ttl_secs(ttl))],
         )?;
-        load_task(&conn, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))
+        let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        tx.commit()?;
+        Ok(task)
     }
 
     fn authenticate(&self, presented: &str) -> Result<Option<Task>, StoreError> {
@@ -488,11 +510,23 @@ impl Store for SqliteStore {
         let id = match existing {
             Some(id) => id,
             None => {
-                let id = random_id("ap");
+                let waiting: i64 = tx.query_row(
+                    "SELECT count(*) FROM approval
+                     WHERE task_id = ?1 AND state = 'pending' AND expires_at > ?2",
+                    params![request.task_id, at],
+                    |r| r.get(0),
+                )?;
+                if waiting as usize >= MAX_PENDING_PER_TASK {
+                    return Err(StoreError::TooManyPending(
+                        request.task_id,
+                        waiting as usize,
+                    ));
+                }
+                let id = random_id("ap")?;
                 tx.execute(
                     "INSERT INTO approval (id, task_id, tool, binding, arguments, summary, state,
-                                           requested_at, expires_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8)",
+                                           requested_at, expires_at, operator_only)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ?9)",
                     params![
                         id,
                         request.task_id,
@@ -502,12 +536,13 @@ impl Store for SqliteStore {
                         request.summary,
                         at,
                         at.saturating_add(ttl_secs(request.ttl)),
+                        request.operator_only,
                     ],
                 )?;
                 id
             }
         };
-        let approval = load_approval(&tx, &id)?.ok_or_else(|| StoreError::NoApproval(id))?;
+        let approval = load_approval(&tx, &id)?.ok_or(StoreError::NoApproval(id))?;
         tx.commit()?;
         Ok(approval)
     }
@@ -652,6 +687,9 @@ impl Store for SqliteStore {
     }
 
     fn state_rename(&self, plugin: &str, from: &str, to: &str) -> Result<(), StoreError> {
+        if !valid_state_key(to) {
+            return Err(StoreError::InvalidKey(to.into()));
+        }
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let taken: bool = tx.query_row(
@@ -755,6 +793,7 @@ mod tests {
             ttl: Duration::from_secs(600),
             max_calls,
             writes_per_hour,
+            operator_approval: false,
         }
     }
 

@@ -91,6 +91,9 @@ async fn the_admin_api_needs_its_token_and_manages_tasks_and_approvals() {
     assert_eq!((status, shown["state"].as_str()), (200, Some("open")));
     let (status, _) = admin(&host, get.clone(), "/tasks/task-nope", auth, None).await;
     assert_eq!(status, 404);
+    let (status, body) = admin(&host, reqwest::Method::DELETE, "/tasks", auth, None).await;
+    assert_eq!(status, 405);
+    assert!(body["error"]["message"].is_string(), "{body}");
 
     // A destructive call held for the operator, approved through the API.
     let client = connect_with(&host.url, Some(&token), ()).await.unwrap();
@@ -149,6 +152,9 @@ async fn the_admin_api_needs_its_token_and_manages_tasks_and_approvals() {
 #[test]
 fn the_admin_api_will_not_start_without_a_private_token() {
     let m = manifest(vec![PluginEntry::notes()]);
+    let out = start_and_exit(&m, &["--admin", "0.0.0.0:0"]);
+    assert!(!out.success);
+    assert!(out.stderr.contains("loopback only"), "{}", out.stderr);
     let out = start_and_exit(&m, &["--admin", "127.0.0.1:0"]);
     assert!(!out.success);
     assert!(

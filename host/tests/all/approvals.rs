@@ -18,14 +18,26 @@ use crate::support::*;
 /// which remembers what it was shown.
 #[derive(Clone)]
 struct Human {
-    approves: bool,
+    answer: Answer,
     prompts: Arc<Mutex<Vec<String>>>,
+}
+
+#[derive(Clone, Copy)]
+enum Answer {
+    Yes,
+    No,
+    /// What a careless auto-accepting client sends: accept, no form content.
+    AcceptBlank,
 }
 
 impl Human {
     fn new(approves: bool) -> Human {
+        Human::answering(if approves { Answer::Yes } else { Answer::No })
+    }
+
+    fn answering(answer: Answer) -> Human {
         Human {
-            approves,
+            answer,
             prompts: Arc::default(),
         }
     }
@@ -51,10 +63,11 @@ impl ClientHandler for Human {
         if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
             self.prompts.lock().unwrap().push(message);
         }
-        Ok(if self.approves {
-            ElicitResult::new(ElicitationAction::Accept).with_content(json!({ "approve": true }))
-        } else {
-            ElicitResult::new(ElicitationAction::Decline)
+        Ok(match self.answer {
+            Answer::Yes => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({ "approve": true })),
+            Answer::No => ElicitResult::new(ElicitationAction::Decline),
+            Answer::AcceptBlank => ElicitResult::new(ElicitationAction::Accept),
         })
     }
 }
@@ -107,6 +120,16 @@ async fn a_session_client_that_elicits_asks_its_user_and_runs_only_on_yes() {
     assert_eq!(error["code"], "approval_denied", "{error}");
     assert_eq!(error["retryable"], false);
     assert_eq!(no.prompts().len(), 1);
+    ok_as(&client, "notes_note_get", json!({ "slug": "old-runbook" })).await;
+    client.cancel().await.unwrap();
+
+    // Accepting without ticking the box is not a yes.
+    let blank = Human::answering(Answer::AcceptBlank);
+    let client = connect_with(&host.url, Some(&task.token), blank.clone())
+        .await
+        .unwrap();
+    let result = call_as(&client, DELETE, json!({ "slug": "old-runbook" })).await;
+    assert_eq!(content(&result)["code"], "approval_denied");
     ok_as(&client, "notes_note_get", json!({ "slug": "old-runbook" })).await;
     client.cancel().await.unwrap();
 
@@ -197,6 +220,44 @@ async fn without_elicitation_the_call_waits_for_an_operator_and_runs_once() {
     assert_eq!(denied["code"], "approval_denied");
     ok_as(&client, "notes_note_get", json!({ "slug": "b" })).await;
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_task_with_operator_approval_never_asks_the_client_and_caps_waiting_calls() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &[SAVE, DELETE], &["--operator-approval"]);
+    let host = http(&m, &[]);
+    let eager = Human::new(true);
+    let client = connect_with(&host.url, Some(&task.token), eager.clone())
+        .await
+        .unwrap();
+    let stateless = connect_stateless_with(&host.url, Some(&task.token), eager.clone()).await;
+    for slug in ["n0", "n1", "n2", "n3", "n4", "n5"] {
+        ok_as(&client, SAVE, note(slug, "x")).await;
+    }
+    let first = content(&call_as(&client, DELETE, json!({ "slug": "n0" })).await);
+    assert_eq!(first["code"], "approval_required");
+    let again = content(&call_as(&stateless, DELETE, json!({ "slug": "n0" })).await);
+    assert_eq!(again["code"], "approval_required");
+    assert_eq!(again["approval_id"], first["approval_id"]);
+    assert!(eager.prompts().is_empty(), "the client was never asked");
+
+    // An agent cannot bury the operator in questions.
+    for slug in ["n1", "n2", "n3", "n4"] {
+        let waiting = content(&call_as(&client, DELETE, json!({ "slug": slug })).await);
+        assert_eq!(waiting["code"], "approval_required");
+    }
+    let refused = content(&call_as(&client, DELETE, json!({ "slug": "n5" })).await);
+    assert_eq!(refused["code"], "too_many_pending", "{refused}");
+
+    let id = first["approval_id"].as_str().unwrap();
+    cli(&m, &["approval", "approve", id]);
+    ok_as(&client, DELETE, json!({ "slug": "n0" })).await;
+    // Revoking the task retires what still waits.
+    cli(&m, &["task", "revoke", &task.id]);
+    assert!(cli(&m, &["approval", "list"]).contains("no pending approvals"));
+    client.cancel().await.unwrap();
+    stateless.cancel().await.unwrap();
 }
 
 #[tokio::test]

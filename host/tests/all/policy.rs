@@ -14,7 +14,7 @@ async fn a_write_tool_without_a_grant_is_refused_with_not_granted() {
     assert_eq!(error["retryable"], false);
     let message = error["message"].as_str().unwrap();
     assert!(
-        message.contains("helpdesk_ticket_close") && message.contains("--grant"),
+        message.contains("task token that grants helpdesk_ticket_close"),
         "{message}"
     );
     // Nothing changed.

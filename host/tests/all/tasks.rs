@@ -146,6 +146,18 @@ async fn revocation_acts_on_the_next_call_of_every_live_session() {
             .is_err()
     );
     assert_eq!(show_task(&m, &task.id)["state"], "revoked");
+    // A stateless client, which never connects, learns it from the call.
+    let stateless = connect_stateless_with(&host.url, Some(&task.token), ()).await;
+    let error =
+        content(&call_as(&stateless, "helpdesk_ticket_close", ticket_close("T-1046")).await);
+    assert_eq!(error["code"], "grant_expired");
+    ok(
+        &stateless,
+        "helpdesk_ticket_get",
+        json!({ "key": "T-1046" }),
+    )
+    .await;
+    stateless.cancel().await.unwrap();
 
     over_http.cancel().await.unwrap();
     over_stdio.cancel().await.unwrap();
@@ -154,7 +166,7 @@ async fn revocation_acts_on_the_next_call_of_every_live_session() {
 #[tokio::test]
 async fn expiry_acts_on_the_next_call_without_a_restart() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
-    let task = open_task(&m, &["helpdesk_ticket_close"], &["--ttl", "2s"]);
+    let task = open_task(&m, &["helpdesk_ticket_close"], &[]);
     let host = http(&m, &[]);
     let a = connect_with(&host.url, Some(&task.token), ())
         .await
@@ -165,8 +177,10 @@ async fn expiry_acts_on_the_next_call_without_a_restart() {
     ok(&a, "helpdesk_ticket_close", ticket_close("T-1048")).await;
     ok(&b, "helpdesk_ticket_close", ticket_close("T-1048")).await;
 
-    // Wait out the task's two seconds (the store counts whole seconds).
-    tokio::time::sleep(Duration::from_millis(3_100)).await;
+    // Make the task end a second from now, then wait it out (the store
+    // counts whole seconds).
+    cli(&m, &["task", "extend", &task.id, "--ttl", "1s"]);
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
     for client in [&a, &b] {
         let error = refused(client, "helpdesk_ticket_close", ticket_close("T-1046")).await;
         assert_eq!(error["code"], "grant_expired");

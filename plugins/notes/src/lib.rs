@@ -16,6 +16,10 @@
 //! - Deleting moves a note to a trash kept 30 days, and there is no restore
 //!   tool: an agent's mistaken delete can be undone by an operator, but an
 //!   agent cannot bring back what someone else chose to delete.
+//! - Updating keeps the version it replaces for 30 days too, and again only
+//!   an operator restores it. Saving needs only a task grant while deleting
+//!   needs a person's approval, so a save must not destroy text more
+//!   thoroughly than an approved delete does.
 //! - The tools' logic works on a small `Store` trait rather than on the
 //!   bindings, so it is tested natively against an in-memory store; this
 //!   file only connects that trait to the `state` import.

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 pub const NOTE_PREFIX: &str = "note/";
 pub const TRASH_PREFIX: &str = "trash/";
+pub const HISTORY_PREFIX: &str = "history/";
 
 /// The bounds of the input schemas, repeated so that a note changed by hand
 /// in the store cannot make a result fail the output schema (the host would
@@ -23,6 +24,11 @@ pub const TIMESTAMP_MAX: usize = 32;
 
 pub const TRASH_DAYS: u64 = 30;
 const TRASH_SECS: u64 = TRASH_DAYS * 86_400;
+/// What a save replaces is kept as long as what a delete removes: a save
+/// needs only a task grant, a delete a person's approval, so a save must not
+/// destroy more than a delete does.
+pub const HISTORY_DAYS: u64 = TRASH_DAYS;
+const HISTORY_SECS: u64 = HISTORY_DAYS * 86_400;
 
 /// A deletion parks a marker under the note's key between claiming the note
 /// and removing the key (see `notebook::delete`). A marker older than this
@@ -33,8 +39,9 @@ pub const MARKER_STALE_SECS: u64 = 600;
 /// One note, as JSON text under `note/<slug>`.
 ///
 /// Unknown fields are ignored on purpose: an operator restores a note by
-/// renaming its trash key back, and the trash copy carries `deleted_at`,
-/// which must not mark the restored note as deleted.
+/// renaming its trash or history key back, and those copies carry
+/// `deleted_at` or `replaced_at`, which must not mark the restored note as
+/// deleted or replaced.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Note {
     pub slug: String,
@@ -123,16 +130,45 @@ pub fn trash_key(slug: &str, secs: u64) -> String {
 /// Slugs cannot contain `@`, so the last `@` starts the suffix.
 pub fn trash_secs(key: &str) -> Option<u64> {
     let (_, secs) = key.strip_prefix(TRASH_PREFIX)?.rsplit_once('@')?;
-    if secs.is_empty() || !secs.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    secs.parse().ok()
+    digits(secs)
 }
 
 /// Whether a trash entry has been kept its 30 days. Keys of another shape
 /// (an operator's, say) are never purged.
 pub fn trash_expired(key: &str, now: u64) -> bool {
     trash_secs(key).is_some_and(|secs| now.saturating_sub(secs) > TRASH_SECS)
+}
+
+/// `history/<slug>@<version>@<unix seconds>`: the version of the note that a
+/// save replaced, and when. The version alone would not make the key unique
+/// (a deleted note that is created again starts over at version 1), and the
+/// time lets the purge judge age from the key list alone, as for the trash.
+pub fn history_key(slug: &str, version: u64, secs: u64) -> String {
+    format!("{HISTORY_PREFIX}{slug}@{version}@{secs}")
+}
+
+/// The replacement time in a history key, if the key has the expected shape:
+/// an operator's `history/<slug>@<n>` must not pass for one replaced at `n`.
+pub fn history_secs(key: &str) -> Option<u64> {
+    let (rest, secs) = key.strip_prefix(HISTORY_PREFIX)?.rsplit_once('@')?;
+    let (_, version) = rest.rsplit_once('@')?;
+    digits(version)?;
+    digits(secs)
+}
+
+/// Whether a replaced version has been kept its 30 days. As with the trash,
+/// keys of another shape are never purged.
+pub fn history_expired(key: &str, now: u64) -> bool {
+    history_secs(key).is_some_and(|secs| now.saturating_sub(secs) > HISTORY_SECS)
+}
+
+/// A number as this plugin writes it in keys: ASCII digits only, so that
+/// `+5` or ` 5` in a hand-made key is not taken for one.
+fn digits(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// `^[a-z0-9][a-z0-9-]{0,63}$`, without a regex engine.
@@ -270,16 +306,18 @@ mod tests {
 
     #[test]
     fn restored_notes_read_as_live_under_their_key() {
-        let mut value = serde_json::to_value(note(3)).unwrap();
-        value["deleted_at"] = "2026-02-01T00:00:00Z".into();
-        let raw = value.to_string();
-        let Stored::Live(read) = classify("renamed", &raw) else {
-            panic!("a restored note must be live");
-        };
-        assert_eq!(read.slug, "renamed");
-        assert_eq!(read.version, 3);
-        // Saving it again writes no `deleted_at`.
-        assert!(!serde_json::to_string(&read).unwrap().contains("deleted_at"));
+        for field in ["deleted_at", "replaced_at"] {
+            let mut value = serde_json::to_value(note(3)).unwrap();
+            value[field] = "2026-02-01T00:00:00Z".into();
+            let raw = value.to_string();
+            let Stored::Live(read) = classify("renamed", &raw) else {
+                panic!("a note restored with {field} must be live");
+            };
+            assert_eq!(read.slug, "renamed");
+            assert_eq!(read.version, 3);
+            // Saving it again does not write the field back.
+            assert!(!serde_json::to_string(&read).unwrap().contains(field));
+        }
     }
 
     #[test]
@@ -333,6 +371,33 @@ mod tests {
         // Keys in the future (clock skew, or a bumped suffix) are young.
         assert!(!trash_expired(&key, deleted - 10));
         assert!(!trash_expired("trash/operator-copy", u64::MAX));
+    }
+
+    #[test]
+    fn history_keys_carry_version_and_age() {
+        let key = history_key("deploy-checklist", 7, 1_700_000_000);
+        assert_eq!(key, "history/deploy-checklist@7@1700000000");
+        assert_eq!(history_secs(&key), Some(1_700_000_000));
+        // A key without both numbers (an operator's copy, say) has no age.
+        assert_eq!(history_secs("history/a@1700000000"), None);
+        assert_eq!(history_secs("history/a@x@5"), None);
+        assert_eq!(history_secs("history/a@@5"), None);
+        assert_eq!(history_secs("history/a@1@"), None);
+        assert_eq!(history_secs("history/a@1@+5"), None);
+        assert_eq!(history_secs("trash/a@1@5"), None);
+    }
+
+    #[test]
+    fn history_is_purged_after_thirty_days() {
+        let replaced = 1_700_000_000;
+        let key = history_key("a", 3, replaced);
+        let thirty_days = 30 * 86_400;
+        assert!(!history_expired(&key, replaced));
+        assert!(!history_expired(&key, replaced + thirty_days));
+        assert!(history_expired(&key, replaced + thirty_days + 1));
+        assert!(!history_expired(&key, replaced - 10));
+        assert!(!history_expired("history/operator-copy", u64::MAX));
+        assert!(!history_expired("history/a@3", u64::MAX));
     }
 
     #[test]

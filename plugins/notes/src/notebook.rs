@@ -39,9 +39,11 @@ pub enum StoreError {
 pub const TAGS_LISTED_MAX: usize = 1_000;
 /// Bound of every count in a result; far above what a quota admits.
 pub const COUNT_MAX: u64 = 1_000_000;
-/// A second deletion of the same slug within the same second needs another
-/// trash key; the next free second is taken, a few at most.
-const TRASH_KEY_TRIES: u64 = 10;
+/// A second copy with the same name within the same second needs another
+/// key (a note deleted, created again and deleted again; or created again
+/// and updated from the same version again); the next free second is taken,
+/// a few at most.
+const COPY_KEY_TRIES: u64 = 10;
 
 /// A failure of a tool, with the code the model sees.
 #[derive(Debug)]
@@ -103,8 +105,9 @@ impl fmt::Display for NoteError {
             NoteError::QuotaExceeded => f.write_str(
                 "The notes store is full: the operator's storage quota for notes is used up, and \
                  nothing was written. Delete notes that are no longer needed with \
-                 notes_note_delete (deleted notes keep counting while they are in the 30-day \
-                 trash), save a shorter text, or ask the operator for a larger quota.",
+                 notes_note_delete (deleted notes, and the earlier versions that saves \
+                 replaced, keep counting for 30 days), save a shorter text, or ask the operator \
+                 for a larger quota.",
             ),
             NoteError::InvalidKey => f.write_str(
                 "The store refused the slug as a key. Use lowercase letters, digits and hyphens, \
@@ -411,15 +414,26 @@ fn lost_race(store: &mut impl Store, slug: &str, now: u64, attempt: Attempt) -> 
     NoteError::Conflict(message)
 }
 
+/// Creates or updates a note.
+///
+/// An update first copies the note it replaces, as read, to a new history
+/// key: a save needs no person's approval, so it must not destroy text that
+/// only an approved delete may remove (and that one keeps for 30 days). The
+/// copy comes first so that the old text is kept whatever call fails; if the
+/// note's own write then does not happen, the copy is removed again.
 fn save(store: &mut impl Store, a: SaveArgs, now: u64) -> Result<Value, NoteError> {
     let slug = checked_slug(a.slug)?;
+    purge(store, note::HISTORY_PREFIX, note::history_expired, now)?;
     let stamp = rfc3339(now);
-    let (current_version, expected_raw, created_at) = match read(store, &slug, now)? {
-        Current::Live { note, raw } => (Some(note.version), Some(raw), note.created_at),
+    let (replaced, expected_raw, created_at) = match read(store, &slug, now)? {
+        Current::Live { note, raw } => {
+            let created_at = note.created_at.clone();
+            (Some(note), Some(raw), created_at)
+        }
         Current::Absent { raw } => (None, raw, stamp.clone()),
         Current::Deleting => return Err(being_deleted(&slug)),
     };
-    let plan = note::plan_save(current_version, a.expected_version)
+    let plan = note::plan_save(replaced.as_ref().map(|n| n.version), a.expected_version)
         .map_err(|r| save_conflict(&slug, r))?;
     let version = match plan {
         Plan::Create => 1,
@@ -435,13 +449,44 @@ fn save(store: &mut impl Store, a: SaveArgs, now: u64) -> Result<Value, NoteErro
         updated_at: stamp,
     };
     let text = serde_json::to_string(&note).map_err(|e| NoteError::BadArguments(e.to_string()))?;
+    // Only an update replaces a note; a create replaces at most a stale
+    // marker, which holds no text.
+    let kept = match &replaced {
+        Some(old) => Some(keep_replaced(store, old, now)?),
+        None => None,
+    };
     // The exact text read is the condition: if anyone wrote in between,
     // even the same version number, this write does not happen.
-    let stored = store.compare_and_set(&note::note_key(&slug), expected_raw.as_deref(), &text)?;
-    if !stored {
-        return Err(lost_race(store, &slug, now, Attempt::Save));
+    let stored = store.compare_and_set(&note::note_key(&slug), expected_raw.as_deref(), &text);
+    if !matches!(stored, Ok(true)) {
+        // This call replaced nothing, so its copy is a spare: the note is
+        // unchanged, or the save or delete that changed it kept its own
+        // copy. Should removing it fail, it is purged in 30 days; the model
+        // needs to hear of the first failure, not of this one.
+        if let Some(kept) = &kept {
+            let _ = store.delete(kept);
+        }
+        return Err(match stored {
+            Err(e) => e.into(),
+            Ok(_) => lost_race(store, &slug, now, Attempt::Save),
+        });
     }
     Ok(json!({ "slug": slug, "version": version, "created": plan == Plan::Create }))
+}
+
+/// Stores the note a save replaces, with the time it was replaced, under a
+/// history key of its own, and returns the key.
+fn keep_replaced(store: &mut impl Store, old: &Note, now: u64) -> Result<String, NoteError> {
+    let mut copy = serde_json::to_value(old).map_err(|e| NoteError::BadArguments(e.to_string()))?;
+    copy["replaced_at"] = json!(rfc3339(now));
+    let keys =
+        (now..now + COPY_KEY_TRIES).map(|secs| note::history_key(&old.slug, old.version, secs));
+    write_copy(
+        store,
+        keys,
+        &copy.to_string(),
+        "too many saves of this note at once",
+    )
 }
 
 /// Moves a note to the trash.
@@ -460,7 +505,8 @@ fn save(store: &mut impl Store, a: SaveArgs, now: u64) -> Result<Value, NoteErro
 /// note is gone, whatever call fails.
 fn delete(store: &mut impl Store, a: DeleteArgs, now: u64) -> Result<Value, NoteError> {
     let slug = checked_slug(a.slug)?;
-    purge_trash(store, now)?;
+    purge(store, note::TRASH_PREFIX, note::trash_expired, now)?;
+    purge(store, note::HISTORY_PREFIX, note::history_expired, now)?;
     let (note, raw) = match read(store, &slug, now)? {
         Current::Live { note, raw } => (note, raw),
         Current::Absent { .. } | Current::Deleting => return Err(NoteError::NotFound(slug)),
@@ -478,7 +524,13 @@ fn delete(store: &mut impl Store, a: DeleteArgs, now: u64) -> Result<Value, Note
         serde_json::to_value(&note).map_err(|e| NoteError::BadArguments(e.to_string()))?;
     copy["deleted_at"] = json!(rfc3339(now));
     let copy = copy.to_string();
-    let trash = write_trash(store, &slug, now, &copy)?;
+    let keys = (now..now + COPY_KEY_TRIES).map(|secs| note::trash_key(&slug, secs));
+    let trash = write_copy(
+        store,
+        keys,
+        &copy,
+        "too many deletions of this note at once",
+    )?;
 
     let key = note::note_key(&slug);
     if !store.compare_and_set(&key, Some(&raw), &note::marker(now))? {
@@ -499,29 +551,33 @@ fn delete(store: &mut impl Store, a: DeleteArgs, now: u64) -> Result<Value, Note
     }))
 }
 
-/// Stores `copy` under a trash key of its own and returns the key.
-fn write_trash(
+/// Stores `copy` under the first of `keys` that is absent and returns that
+/// key. Each try is a compare-and-set on an absent key, so no kept copy is
+/// ever overwritten.
+fn write_copy(
     store: &mut impl Store,
-    slug: &str,
-    now: u64,
+    keys: impl IntoIterator<Item = String>,
     copy: &str,
+    busy: &str,
 ) -> Result<String, NoteError> {
-    for secs in now..now + TRASH_KEY_TRIES {
-        let key = note::trash_key(slug, secs);
+    for key in keys {
         if store.compare_and_set(&key, None, copy)? {
             return Ok(key);
         }
     }
-    Err(NoteError::Unavailable(
-        "too many deletions of this note at once".into(),
-    ))
+    Err(NoteError::Unavailable(busy.into()))
 }
 
-/// Removes trash entries kept 30 days. Only an operator touches trash keys
-/// otherwise, so an unconditional delete loses nothing.
-fn purge_trash(store: &mut impl Store, now: u64) -> Result<(), NoteError> {
-    for key in store.list(note::TRASH_PREFIX)? {
-        if note::trash_expired(&key, now) {
+/// Removes the trash or history entries kept 30 days. Only an operator
+/// touches those keys otherwise, so an unconditional delete loses nothing.
+fn purge(
+    store: &mut impl Store,
+    prefix: &str,
+    expired: fn(&str, u64) -> bool,
+    now: u64,
+) -> Result<(), NoteError> {
+    for key in store.list(prefix)? {
+        if expired(&key, now) {
             store.delete(&key)?;
         }
     }
@@ -535,12 +591,27 @@ mod tests {
     type Hook = Box<dyn FnMut(&mut BTreeMap<String, String>)>;
 
     /// The state interface's behaviour, in memory. `before_write` runs just
-    /// before each compare-and-set, to stage a concurrent writer.
+    /// before each compare-and-set, to stage a concurrent writer. `quota`
+    /// bounds the bytes of all keys and values, counted as the host does.
     #[derive(Default)]
     struct Memory {
         map: BTreeMap<String, String>,
         before_write: Option<Hook>,
-        quota_full: bool,
+        quota: Option<usize>,
+    }
+
+    impl Memory {
+        fn used(&self) -> usize {
+            self.map.iter().map(|(k, v)| k.len() + v.len()).sum()
+        }
+
+        fn keys(&self, prefix: &str) -> Vec<String> {
+            self.map
+                .keys()
+                .filter(|k| k.starts_with(prefix))
+                .cloned()
+                .collect()
+        }
     }
 
     impl Store for Memory {
@@ -557,11 +628,14 @@ mod tests {
             if let Some(hook) = self.before_write.as_mut() {
                 hook(&mut self.map);
             }
-            if self.quota_full {
-                return Err(StoreError::QuotaExceeded);
-            }
-            if self.map.get(key).map(String::as_str) != expected {
+            let current = self.map.get(key);
+            if current.map(String::as_str) != expected {
                 return Ok(false);
+            }
+            let freed = current.map_or(0, |v| key.len() + v.len());
+            let after = self.used() - freed + key.len() + value.len();
+            if self.quota.is_some_and(|quota| after > quota) {
+                return Err(StoreError::QuotaExceeded);
             }
             self.map.insert(key.to_string(), value.to_string());
             Ok(true)
@@ -572,12 +646,7 @@ mod tests {
         }
 
         fn list(&mut self, prefix: &str) -> Result<Vec<String>, StoreError> {
-            Ok(self
-                .map
-                .keys()
-                .filter(|k| k.starts_with(prefix))
-                .cloned()
-                .collect())
+            Ok(self.keys(prefix))
         }
     }
 
@@ -632,6 +701,141 @@ mod tests {
     }
 
     #[test]
+    fn an_update_keeps_the_version_it_replaces() {
+        let mut m = Memory::default();
+        save_note(&mut m, "runbook", "v1", None, T0).unwrap();
+        assert!(m.keys("history/").is_empty(), "a create replaces nothing");
+        save_note(&mut m, "runbook", "v2", Some(1), T0 + 60).unwrap();
+        save_note(&mut m, "runbook", "v3", Some(2), T0 + 120).unwrap();
+        assert_eq!(
+            m.keys("history/"),
+            [
+                note::history_key("runbook", 1, T0 + 60),
+                note::history_key("runbook", 2, T0 + 120)
+            ]
+        );
+        let copy: Value =
+            serde_json::from_str(&m.map[&note::history_key("runbook", 1, T0 + 60)]).unwrap();
+        assert_eq!(copy["body"], "v1");
+        assert_eq!(copy["version"], 1);
+        assert_eq!(copy["updated_at"], "2026-01-01T00:00:00Z");
+        assert_eq!(copy["replaced_at"], "2026-01-01T00:01:00Z");
+
+        // An operator's restore: the current note moved aside, the copy
+        // renamed back. It reads as the note it was, and saves on from there.
+        m.map.remove("note/runbook").unwrap();
+        let copy = m
+            .map
+            .remove(&note::history_key("runbook", 1, T0 + 60))
+            .unwrap();
+        m.map.insert("note/runbook".into(), copy);
+        let got = call(
+            &mut m,
+            "notes_note_get",
+            json!({ "slug": "runbook" }),
+            T0 + 180,
+        )
+        .unwrap();
+        assert_eq!(got["body"], "v1");
+        assert_eq!(got["version"], 1);
+        assert!(got.get("replaced_at").is_none());
+        save_note(&mut m, "runbook", "v2 again", Some(1), T0 + 200).unwrap();
+        assert!(
+            !m.map["note/runbook"].contains("replaced_at"),
+            "the saved note is not marked replaced"
+        );
+        assert!(
+            m.map
+                .contains_key(&note::history_key("runbook", 1, T0 + 200))
+        );
+
+        // Versions start over when a deleted note is created again, so the
+        // same version can be replaced twice in one second; both are kept.
+        for _ in 0..2 {
+            call(
+                &mut m,
+                "notes_note_delete",
+                json!({ "slug": "runbook" }),
+                T0 + 300,
+            )
+            .unwrap();
+            save_note(&mut m, "runbook", "new", None, T0 + 300).unwrap();
+            save_note(&mut m, "runbook", "newer", Some(1), T0 + 300).unwrap();
+        }
+        assert!(
+            m.map
+                .contains_key(&note::history_key("runbook", 1, T0 + 300))
+        );
+        assert!(
+            m.map
+                .contains_key(&note::history_key("runbook", 1, T0 + 301))
+        );
+    }
+
+    #[test]
+    fn saves_and_deletes_purge_history_kept_thirty_days() {
+        let mut m = Memory::default();
+        let day = 86_400;
+        let old = note::history_key("old", 4, T0 - 31 * day);
+        let young = note::history_key("young", 4, T0 - 29 * day);
+        for key in [&old, &young, &"history/operator-copy".to_string()] {
+            m.map.insert(key.clone(), "{}".into());
+        }
+        save_note(&mut m, "runbook", "v1", None, T0).unwrap();
+        assert!(!m.map.contains_key(&old));
+        assert!(m.map.contains_key(&young));
+        assert!(m.map.contains_key("history/operator-copy"));
+
+        save_note(&mut m, "runbook", "v2", Some(1), T0).unwrap();
+        call(
+            &mut m,
+            "notes_note_delete",
+            json!({ "slug": "runbook" }),
+            T0 + 2 * day,
+        )
+        .unwrap();
+        assert!(!m.map.contains_key(&young), "a delete purges history too");
+        assert_eq!(
+            m.keys("history/"),
+            [
+                "history/operator-copy".to_string(),
+                note::history_key("runbook", 1, T0)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_full_store_leaves_the_note_unchanged() {
+        let mut m = Memory::default();
+        save_note(&mut m, "runbook", "v1", None, T0).unwrap();
+        let before = m.map.clone();
+        let writes = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counter = writes.clone();
+        m.before_write = Some(Box::new(move |_| counter.set(counter.get() + 1)));
+
+        // No room for the copy: nothing is written.
+        m.quota = Some(m.used() + 10);
+        let e = save_note(&mut m, "runbook", "v2", Some(1), T0 + 60).unwrap_err();
+        assert_eq!(e.code(), "quota_exceeded");
+        assert!(!e.retryable());
+        assert_eq!(writes.get(), 1);
+        assert_eq!(m.map, before);
+
+        // Room for the copy but not for the longer note: the copy goes again.
+        writes.set(0);
+        m.quota = Some(m.used() + 1_000);
+        let long = "x".repeat(2_000);
+        let e = save_note(&mut m, "runbook", &long, Some(1), T0 + 60).unwrap_err();
+        assert_eq!(e.code(), "quota_exceeded");
+        assert_eq!(writes.get(), 2, "the copy was written before the note");
+        assert_eq!(m.map, before);
+
+        m.quota = None;
+        save_note(&mut m, "runbook", &long, Some(1), T0 + 60).unwrap();
+        assert_eq!(m.keys("history/").len(), 1);
+    }
+
+    #[test]
     fn stale_and_blind_saves_conflict() {
         let mut m = Memory::default();
         save_note(&mut m, "runbook", "v1", None, T0).unwrap();
@@ -669,8 +873,13 @@ mod tests {
             .replace("\"v1\"", "\"theirs\"")
             .replace("\"version\":1", "\"version\":2");
         let mut once = Some(theirs);
+        let their_copy = note::history_key("runbook", 1, T0);
+        let staged_copy = their_copy.clone();
         m.before_write = Some(Box::new(move |map| {
             if let Some(v) = once.take() {
+                // Saved in the same second, so theirs took the history key
+                // this save would have used.
+                map.insert(staged_copy.clone(), "their copy of v1".into());
                 map.insert("note/runbook".into(), v);
             }
         }));
@@ -679,6 +888,9 @@ mod tests {
         assert!(e.to_string().contains("version 2"), "{e}");
         let got = call(&mut m, "notes_note_get", json!({ "slug": "runbook" }), T0).unwrap();
         assert_eq!(got["body"], "theirs");
+        // This save's own copy of v1 is gone again; theirs is kept.
+        assert_eq!(m.keys("history/"), std::slice::from_ref(&their_copy));
+        assert_eq!(m.map[&their_copy], "their copy of v1");
     }
 
     #[test]
@@ -904,7 +1116,7 @@ mod tests {
     #[test]
     fn state_errors_map_to_tool_errors() {
         let mut m = Memory {
-            quota_full: true,
+            quota: Some(0),
             ..Memory::default()
         };
         let e = save_note(&mut m, "runbook", "v1", None, T0).unwrap_err();

@@ -208,7 +208,10 @@ pub fn tools() -> Vec<Tool> {
                 replaced by what you send, so send the whole merged text. If the note exists \
                 when you create, or changed since you read it, nothing is written and you get \
                 conflict: read it again, merge your change, and save with its current version. \
-                Returns the slug, the new version and whether the note was created.",
+                An update keeps the version it replaces for 30 days, counted against the notes' \
+                storage quota; only an operator can restore it, and no tool can. Also removes \
+                replaced versions older than 30 days for good. Returns the slug, the new \
+                version and whether the note was created.",
             input: object(
                 json!({
                     "slug": slug(),
@@ -235,8 +238,8 @@ pub fn tools() -> Vec<Tool> {
                 note to a trash kept 30 days; only an operator can restore it, and no tool can. \
                 Give expected_version (from notes_note_get) to delete only the version you \
                 read: if the note changed since, you get conflict and nothing is deleted. Also \
-                removes trash entries older than 30 days for good. An unknown slug gives \
-                not_found.",
+                removes trash entries and replaced versions older than 30 days for good. An \
+                unknown slug gives not_found.",
             input: object(
                 json!({
                     "slug": slug(),
@@ -260,6 +263,7 @@ pub fn tools() -> Vec<Tool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::note::HISTORY_DAYS;
 
     /// Walks a schema and checks the rules every schema here keeps: closed
     /// objects with `required`, and a bound on every string, integer and
@@ -315,6 +319,18 @@ mod tests {
                 "notes_note_delete"
             ]
         );
+    }
+
+    #[test]
+    fn descriptions_state_the_code_s_bounds() {
+        let described = |name: &str| tools().into_iter().find(|t| t.name == name).unwrap();
+        let list = described("notes_note_list").description;
+        assert!(list.contains(&format!("the {TAGS_LISTED_MAX} most used")));
+        let save = described("notes_note_save").description;
+        assert!(save.contains(&format!("replaces for {HISTORY_DAYS} days")));
+        assert!(save.contains("only an operator can restore it"));
+        let delete = described("notes_note_delete").description;
+        assert!(delete.contains(&format!("trash kept {TRASH_DAYS} days")));
     }
 
     #[test]
