@@ -52,6 +52,8 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# Latency of the example catalog over stdio; `just bench --quick` for a smoke run.
+# Latency and throughput of the example catalog over stdio and Streamable
+# HTTP; `just bench --quick` for a smoke run.
 bench *args: build
     cargo bench -p toolhost --bench stdio -- {{args}}
+    cargo bench -p toolhost --bench http -- {{args}}

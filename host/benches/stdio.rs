@@ -4,16 +4,21 @@
 //! Prints a markdown table and writes `target/bench/results.json`. Figures:
 //! spawn → `initialize` answered, the first call (which creates the session's
 //! instance), and steady-state calls (p50/p99 latency, server CPU per call
-//! from the process's own CPU time). `--quick` runs fewer calls.
+//! from the process's own CPU time), without a task and in a session bound
+//! to a task (every call then checks and charges the task in the store).
+//! `--quick` runs fewer calls.
 
 // The table on stdout is this program's output.
 #![allow(clippy::print_stdout)]
+
+mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{cpu_time, micros};
 use serde_json::{Value, json};
 
 fn main() {
@@ -35,12 +40,26 @@ fn main() {
     let mut steady = Vec::new();
     let mut cpu_per_call = Vec::new();
     for _ in 0..runs {
-        let run = measure(&binary, &manifest, calls);
+        let run = measure(&binary, &manifest, calls, None);
         startup.push(run.startup);
         first_call.push(run.first_call);
         cpu_per_call.push(run.cpu_per_call);
         steady.extend(run.steady);
     }
+
+    // The same calls in a task-bound session, on a store of its own so the
+    // benchmark leaves no task in the operator's.
+    let scratch = std::env::temp_dir().join(format!("toolhost-bench-{}", std::process::id()));
+    let bound_manifest = scratch_manifest(&root, &manifest, &scratch);
+    let token = open_task(&binary, &bound_manifest);
+    let mut bound_steady = Vec::new();
+    let mut bound_cpu = Vec::new();
+    for _ in 0..runs {
+        let run = measure(&binary, &bound_manifest, calls, Some(&token));
+        bound_cpu.push(run.cpu_per_call);
+        bound_steady.extend(run.steady);
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
 
     let rows = [
         ("spawn → initialize answered", summary(&mut startup)),
@@ -53,6 +72,14 @@ fn main() {
             summary(&mut steady),
         ),
         ("server CPU per steady call", summary(&mut cpu_per_call)),
+        (
+            "steady helpdesk_ticket_get, task-bound (charged per call)",
+            summary(&mut bound_steady),
+        ),
+        (
+            "server CPU per steady task-bound call",
+            summary(&mut bound_cpu),
+        ),
     ];
     println!("| stdio, {runs} runs × {calls} calls | p50 | p99 |");
     println!("| --- | ---: | ---: |");
@@ -118,9 +145,48 @@ impl Peer {
     }
 }
 
-fn measure(binary: &Path, manifest: &Path, calls: usize) -> Run {
+/// The example manifest with absolute component paths and a state_dir in
+/// `scratch`.
+fn scratch_manifest(root: &Path, manifest: &Path, scratch: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(scratch).unwrap();
+    let text = std::fs::read_to_string(manifest).unwrap();
+    let absolute = format!("component = \"{}/target/", root.display());
+    let text = text.replace("component = \"target/", &absolute);
+    let path = scratch.join("tools-manifest.toml");
+    std::fs::write(&path, format!("[host]\nstate_dir = \"state\"\n\n{text}")).unwrap();
+    path
+}
+
+/// Opens a task with `toolhost task open --json` and returns its token.
+fn open_task(binary: &Path, manifest: &Path) -> String {
+    let out = Command::new(binary)
+        .args(["task", "open", "--json", "--purpose", "benchmark"])
+        .args([
+            "--grant",
+            "helpdesk_ticket_close",
+            "--ttl",
+            "1h",
+            "--manifest",
+        ])
+        .arg(manifest)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let opened: Value = serde_json::from_slice(&out.stdout).unwrap();
+    opened["token"].as_str().unwrap().to_string()
+}
+
+fn measure(binary: &Path, manifest: &Path, calls: usize, token: Option<&str>) -> Run {
     let started = Instant::now();
-    let mut child = Command::new(binary)
+    let mut command = Command::new(binary);
+    if let Some(token) = token {
+        command.env("TOOLHOST_TASK_TOKEN", token);
+    }
+    let mut child = command
         .args(["serve", "--stdio", "--manifest"])
         .arg(manifest)
         .env("TOOLHOST_LOG", "warn")
@@ -166,25 +232,8 @@ fn measure(binary: &Path, manifest: &Path, calls: usize) -> Run {
     }
 }
 
-/// User + system CPU time of a process, from /proc (clock ticks of 10 ms).
-fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10)
-}
-
 fn summary(samples: &mut [Duration]) -> (Duration, Duration) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
     (at(0.5), at(0.99))
-}
-
-fn micros(d: Duration) -> String {
-    format!("{:.1} µs", d.as_secs_f64() * 1e6)
 }

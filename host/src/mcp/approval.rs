@@ -31,8 +31,8 @@ use crate::store::{Approval, Decision, Store, StoreError};
 const INPUT_KEY: &str = "approval";
 /// The boolean the form asks for.
 const CONFIRM_FIELD: &str = "approve";
-/// How long a session-based client may take to answer before the call
-/// counts as declined.
+/// How long a session-based client may take to answer before the approval
+/// is left to an operator.
 const ELICITATION_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// How this request's client can be asked.

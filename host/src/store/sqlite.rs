@@ -73,6 +73,12 @@ CREATE TABLE plugin_state (
     value  TEXT NOT NULL,
     PRIMARY KEY (plugin, key)
 ) STRICT, WITHOUT ROWID;
+-- Bytes of keys and values per plugin, kept with every write so that the
+-- quota check does not sum the plugin's rows each time.
+CREATE TABLE plugin_usage (
+    plugin TEXT PRIMARY KEY,
+    bytes  INTEGER NOT NULL
+) STRICT;
 ";
 
 /// How long an approved call stays usable after the human said yes.
@@ -655,14 +661,28 @@ impl Store for SqliteStore {
         if !valid_state_key(key) {
             return Err(StateError::InvalidKey);
         }
-        let n = self
-            .conn()
-            .execute(
-                "DELETE FROM plugin_state WHERE plugin = ?1 AND key = ?2",
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(unavailable)?;
+        let freed: Option<i64> = tx
+            .query_row(
+                "DELETE FROM plugin_state WHERE plugin = ?1 AND key = ?2
+                 RETURNING length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))",
                 [plugin, key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(unavailable)?;
+        if let Some(freed) = freed {
+            tx.execute(
+                "UPDATE plugin_usage SET bytes = max(bytes - ?2, 0) WHERE plugin = ?1",
+                params![plugin, freed],
             )
             .map_err(unavailable)?;
-        Ok(n > 0)
+        }
+        tx.commit().map_err(unavailable)?;
+        Ok(freed.is_some())
     }
 
     fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError> {
@@ -707,6 +727,12 @@ impl Store for SqliteStore {
         if n == 0 {
             return Err(StoreError::NoKey(from.into()));
         }
+        // An operator's move may take the plugin past its quota; the
+        // plugin's next write then fails, which is the operator's call.
+        tx.execute(
+            "UPDATE plugin_usage SET bytes = max(bytes + ?2, 0) WHERE plugin = ?1",
+            params![plugin, to.len() as i64 - from.len() as i64],
+        )?;
         tx.commit()?;
         Ok(())
     }
@@ -744,14 +770,15 @@ impl SqliteStore {
         }
         let used: i64 = tx
             .query_row(
-                "SELECT coalesce(sum(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))), 0)
-                 FROM plugin_state WHERE plugin = ?1",
+                "SELECT bytes FROM plugin_usage WHERE plugin = ?1",
                 [plugin],
                 |r| r.get(0),
             )
-            .map_err(unavailable)?;
+            .optional()
+            .map_err(unavailable)?
+            .unwrap_or(0);
         let freed = current.as_ref().map_or(0, |v| key.len() + v.len()) as u64;
-        let after = (used as u64).saturating_sub(freed) + (key.len() + value.len()) as u64;
+        let after = (used.max(0) as u64).saturating_sub(freed) + (key.len() + value.len()) as u64;
         if after > quota {
             return Err(StateError::QuotaExceeded);
         }
@@ -759,6 +786,12 @@ impl SqliteStore {
             "INSERT INTO plugin_state (plugin, key, value) VALUES (?1, ?2, ?3)
              ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value",
             [plugin, key, value],
+        )
+        .map_err(unavailable)?;
+        tx.execute(
+            "INSERT INTO plugin_usage (plugin, bytes) VALUES (?1, ?2)
+             ON CONFLICT (plugin) DO UPDATE SET bytes = excluded.bytes",
+            params![plugin, after as i64],
         )
         .map_err(unavailable)?;
         tx.commit().map_err(unavailable)?;
@@ -880,6 +913,13 @@ mod tests {
             store.state_set("a", "big", &"x".repeat(200), 100),
             Err(StateError::QuotaExceeded)
         ));
+        // Deleting frees its bytes for the next write.
+        store
+            .state_set("a", "big", &"x".repeat(95), 100)
+            .unwrap_err();
+        assert!(store.state_delete("a", "k").unwrap());
+        store.state_set("a", "big", &"x".repeat(95), 100).unwrap();
+        assert!(store.state_delete("a", "big").unwrap());
         store.state_set("a", "k%_", "v", 100).unwrap();
         assert_eq!(
             store.state_list("a", "k%").unwrap(),
