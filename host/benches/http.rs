@@ -16,11 +16,10 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cpu_time, micros};
+use common::{Setup, cpu_time, micros};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
@@ -35,14 +34,11 @@ const CONCURRENCY: [usize; 4] = [1, 4, 16, 64];
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let calls_per_level = if quick { 2_000 } else { 20_000 };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let binary = root.join("target/release/toolhost");
-    let manifest = root.join("tools-manifest.toml");
-    assert!(
-        binary.exists(),
-        "{} is missing: run `just bench`",
-        binary.display()
-    );
+    let Setup {
+        root,
+        binary,
+        manifest,
+    } = Setup::find();
 
     let mut host = Command::new(&binary)
         .args(["serve", "--http", "127.0.0.1:0", "--manifest"])

@@ -18,22 +18,18 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cpu_time, micros};
+use common::{Setup, cpu_time, micros};
 use serde_json::{Value, json};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let runs = if quick { 3 } else { 10 };
     let calls = if quick { 500 } else { 5_000 };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let binary = root.join("target/release/toolhost");
-    // The example catalog, pinned to the build by `just build`.
-    let manifest = root.join("tools-manifest.toml");
-    assert!(
-        binary.exists(),
-        "{} is missing: run `just bench`",
-        binary.display()
-    );
+    let Setup {
+        root,
+        binary,
+        manifest,
+    } = Setup::find();
 
     let mut startup = Vec::new();
     let mut first_call = Vec::new();

@@ -1,7 +1,34 @@
-//! What the benchmark programs share: reading a process's CPU time and
-//! printing durations.
+//! What the benchmark programs share: where the binary is, reading a
+//! process's CPU time, and printing durations.
 
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// What every benchmark runs against: the repository root, the release
+/// binary (`just bench` builds it; the programs build nothing) and the
+/// example catalog, pinned to the build by `just build`.
+pub struct Setup {
+    pub root: PathBuf,
+    pub binary: PathBuf,
+    pub manifest: PathBuf,
+}
+
+impl Setup {
+    pub fn find() -> Setup {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let binary = root.join("target/release/toolhost");
+        assert!(
+            binary.exists(),
+            "{} is missing: run `just bench`",
+            binary.display()
+        );
+        Setup {
+            manifest: root.join("tools-manifest.toml"),
+            root,
+            binary,
+        }
+    }
+}
 
 /// User + system CPU time of a process, from /proc (clock ticks of 10 ms).
 pub fn cpu_time(pid: u32) -> Duration {
