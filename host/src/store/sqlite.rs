@@ -609,16 +609,19 @@ impl Store for SqliteStore {
     }
 
     fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError> {
+        // The pending list is what operators poll; it is filtered in the
+        // query, not by loading every approval ever asked for.
+        let filter = if pending_only {
+            "WHERE state = 'pending' AND expires_at > ?1"
+        } else {
+            "WHERE ?1 IS NOT NULL"
+        };
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
-            "SELECT {APPROVAL_COLUMNS} FROM approval ORDER BY requested_at DESC, id"
+            "SELECT {APPROVAL_COLUMNS} FROM approval {filter} ORDER BY requested_at DESC, id"
         ))?;
-        let rows = stmt.query_map([], approval_from_row)?;
-        let mut all: Vec<Approval> = rows.collect::<Result<_, _>>()?;
-        if pending_only {
-            all.retain(|a| a.state == ApprovalState::Pending);
-        }
-        Ok(all)
+        let rows = stmt.query_map([now()], approval_from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
