@@ -53,7 +53,9 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
 
 # Latency and throughput of the example catalog over stdio and Streamable
-# HTTP; `just bench --quick` for a smoke run.
+# HTTP, and what the audit trail's fsync costs a write; `just bench --quick`
+# for a smoke run.
 bench *args: build
     cargo bench -p toolhost --bench stdio -- {{args}}
     cargo bench -p toolhost --bench http -- {{args}}
+    cargo bench -p toolhost --bench audit -- {{args}}

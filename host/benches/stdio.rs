@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Setup, cpu_time, micros};
+use common::{Setup, cpu_time, micros, open_task, scratch_manifest, summary};
 use serde_json::{Value, json};
 
 fn main() {
@@ -47,7 +47,7 @@ fn main() {
     // benchmark leaves no task in the operator's.
     let scratch = std::env::temp_dir().join(format!("toolhost-bench-{}", std::process::id()));
     let bound_manifest = scratch_manifest(&root, &manifest, &scratch);
-    let token = open_task(&binary, &bound_manifest);
+    let token = open_task(&binary, &bound_manifest, &["helpdesk_ticket_close"]);
     let mut bound_steady = Vec::new();
     let mut bound_cpu = Vec::new();
     for _ in 0..runs {
@@ -141,41 +141,6 @@ impl Peer {
     }
 }
 
-/// The example manifest with absolute component paths and a state_dir in
-/// `scratch`.
-fn scratch_manifest(root: &Path, manifest: &Path, scratch: &Path) -> std::path::PathBuf {
-    std::fs::create_dir_all(scratch).unwrap();
-    let text = std::fs::read_to_string(manifest).unwrap();
-    let absolute = format!("component = \"{}/target/", root.display());
-    let text = text.replace("component = \"target/", &absolute);
-    let path = scratch.join("tools-manifest.toml");
-    std::fs::write(&path, format!("[host]\nstate_dir = \"state\"\n\n{text}")).unwrap();
-    path
-}
-
-/// Opens a task with `toolhost task open --json` and returns its token.
-fn open_task(binary: &Path, manifest: &Path) -> String {
-    let out = Command::new(binary)
-        .args(["task", "open", "--json", "--purpose", "benchmark"])
-        .args([
-            "--grant",
-            "helpdesk_ticket_close",
-            "--ttl",
-            "1h",
-            "--manifest",
-        ])
-        .arg(manifest)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let opened: Value = serde_json::from_slice(&out.stdout).unwrap();
-    opened["token"].as_str().unwrap().to_string()
-}
-
 fn measure(binary: &Path, manifest: &Path, calls: usize, token: Option<&str>) -> Run {
     let started = Instant::now();
     let mut command = Command::new(binary);
@@ -226,10 +191,4 @@ fn measure(binary: &Path, manifest: &Path, calls: usize, token: Option<&str>) ->
         steady,
         cpu_per_call: cpu / calls as u32,
     }
-}
-
-fn summary(samples: &mut [Duration]) -> (Duration, Duration) {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    (at(0.5), at(0.99))
 }

@@ -13,6 +13,8 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::store::AuditedStore;
+use crate::audit::{self, Audit, Event, Trail, TrailOptions};
 use crate::catalog;
 use crate::dispatch::Toolhost;
 use crate::manifest::{Manifest, Sha256Digest};
@@ -45,6 +47,8 @@ pub enum Command {
     Approval(ApprovalArgs),
     /// Inspect plugins' durable state and move keys (e.g. restore a note from the trash).
     State(StateArgs),
+    /// Verify, export and follow the audit trail; print its public key.
+    Audit(AuditArgs),
 }
 
 #[derive(Args)]
@@ -214,6 +218,59 @@ pub enum StateCommand {
     },
 }
 
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The manifest, for its state_dir.
+    #[arg(long, default_value = "tools-manifest.toml", global = true)]
+    pub manifest: PathBuf,
+    #[command(subcommand)]
+    pub command: AuditCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check every record's chain and every signed checkpoint. Exit 0: the
+    /// trail verifies; 1: it was changed, cut or forged (the first break is
+    /// printed); 2: it could not be read.
+    Verify {
+        /// The public key to check signatures with (`ed25519:<hex>`, from
+        /// `toolhost audit key`), kept where the host cannot write.
+        /// Default: the key in state_dir, which proves less.
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+    },
+    /// Print the records that match every filter given.
+    Export {
+        /// From this time on: RFC 3339, a date (2026-11-30) or an age (2h, 7d).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Before this time (same forms as --since).
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        /// Only records of this task.
+        #[arg(long, value_name = "TASK_ID")]
+        task: Option<String>,
+        /// Only records of this tool.
+        #[arg(long, value_name = "TOOL")]
+        tool: Option<String>,
+        /// Only records of tools of this risk class.
+        #[arg(long, value_enum)]
+        risk: Option<crate::manifest::RiskClass>,
+        #[arg(long, value_enum, default_value = "jsonl")]
+        format: audit::export::Format,
+    },
+    /// Print the newest records; with -f, keep printing new ones.
+    Tail {
+        /// How many records to print first.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        lines: usize,
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Print the public key that verifies the trail's checkpoints.
+    Key,
+}
+
 /// Runs the parsed command.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
@@ -222,11 +279,33 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Task(args) => task(args),
         Command::Approval(args) => approval(args),
         Command::State(args) => state(args),
+        Command::Audit(args) => audit_command(args),
     }
 }
 
 fn open_store(manifest: &Manifest) -> anyhow::Result<Arc<SqliteStore>> {
     Ok(Arc::new(SqliteStore::open(&manifest.state_dir)?))
+}
+
+fn open_trail(manifest: &Manifest) -> anyhow::Result<Trail> {
+    Trail::open(
+        &manifest.state_dir,
+        TrailOptions {
+            segment_bytes: manifest.audit.segment_bytes,
+        },
+    )
+    .context("the audit trail cannot be written, so nothing is done; check state_dir/audit and run `toolhost audit verify`")
+}
+
+/// The store for an operator command. One that changes something records
+/// it in the audit trail, and refuses to start if the trail is unusable.
+fn operator_store(manifest: &Manifest, changes: bool) -> anyhow::Result<Arc<dyn Store>> {
+    let store = open_store(manifest)?;
+    if !changes {
+        return Ok(store);
+    }
+    let audit = Audit::direct(open_trail(manifest)?);
+    Ok(Arc::new(AuditedStore::new(store, audit)))
 }
 
 /// The task a stdio session serves: the token's, or the ad-hoc one.
@@ -288,7 +367,32 @@ fn stdio_task(
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
-    let store: Arc<dyn Store> = open_store(&manifest)?;
+    // The host does not serve unrecorded: no trail, no start.
+    let audit = Audit::start(open_trail(&manifest)?, manifest.audit.checkpoint_every);
+    audit.record(Event::HostStarted {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        transport: if args.stdio { "stdio" } else { "http" }.to_string(),
+        manifest: manifest.path.display().to_string(),
+        manifest_sha256: manifest.digest.to_string(),
+    });
+    let served = serve_recorded(args, manifest, audit.clone()).await;
+    let reason = match &served {
+        Ok(()) => "stopped".to_string(),
+        Err(e) => format!("{e:#}"),
+    };
+    let stopped = audit.stop(Event::HostStopped {
+        pid: std::process::id(),
+        reason,
+    });
+    if let Err(e) = stopped {
+        tracing::error!("the audit trail was not closed cleanly: {e}");
+    }
+    served
+}
+
+async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> anyhow::Result<()> {
+    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(open_store(&manifest)?, audit.clone()));
     let task = stdio_task(&args, &manifest, &*store)?;
     let admin_token = match args.admin {
         Some(addr) if !addr.ip().is_loopback() => bail!(
@@ -306,6 +410,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .ok();
     let sandbox = Sandbox::new(cache)?;
     let catalog = catalog::load(&manifest, &sandbox, &store).await;
+    record_catalog(&audit, &manifest, &catalog);
     if args.strict && !catalog.refusals.is_empty() {
         bail!(
             "--strict: {} plugin(s) refused (see above); not serving",
@@ -321,7 +426,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         task = task.as_deref().unwrap_or("-"),
         "catalog ready"
     );
-    let host = Arc::new(Toolhost::new(catalog, store.clone()));
+    let host = Arc::new(Toolhost::new(catalog, store.clone(), audit));
     let mcp_catalog = Arc::new(McpCatalog::new(&host));
 
     let stop = CancellationToken::new();
@@ -374,11 +479,44 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One record per plugin: loaded (with its tools) or refused (with why).
+fn record_catalog(audit: &Audit, manifest: &Manifest, catalog: &catalog::Catalog) {
+    for (index, plugin) in catalog.plugins.iter().enumerate() {
+        audit.record(Event::PluginLoaded {
+            plugin: plugin.prepared.shared().name.to_string(),
+            sha256: plugin.sha256.clone(),
+            tools: catalog
+                .tools
+                .iter()
+                .filter(|t| t.plugin == index)
+                .map(|t| t.name.as_str().to_string())
+                .collect(),
+        });
+    }
+    for refusal in &catalog.refusals {
+        let sha256 = manifest
+            .plugins
+            .iter()
+            .find(|p| p.name == refusal.plugin)
+            .map(|p| p.sha256.to_string())
+            .unwrap_or_default();
+        audit.record(Event::PluginRefused {
+            plugin: refusal.plugin.to_string(),
+            sha256,
+            reason: refusal.reason.clone(),
+        });
+    }
+}
+
 /// `toolhost task …`: works on the store directly, so a serving host sees
 /// the change at its very next call.
 fn task(args: TaskArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
-    let store = open_store(&manifest)?;
+    let changes = matches!(
+        args.command,
+        TaskCommand::Open { .. } | TaskCommand::Revoke { .. } | TaskCommand::Extend { .. }
+    );
+    let store = operator_store(&manifest, changes)?;
     match args.command {
         TaskCommand::Open {
             purpose,
@@ -463,7 +601,7 @@ fn task(args: TaskArgs) -> anyhow::Result<()> {
             );
         }
         TaskCommand::Extend { id, ttl } => {
-            let task = store.extend_task(&id, operator::parse_ttl(&ttl)?)?;
+            let task = store.extend_task(&id, operator::parse_ttl(&ttl)?, &cli_operator())?;
             println!(
                 "task {} now expires at {}",
                 task.id,
@@ -476,7 +614,11 @@ fn task(args: TaskArgs) -> anyhow::Result<()> {
 
 fn approval(args: ApprovalArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
-    let store = open_store(&manifest)?;
+    let changes = matches!(
+        args.command,
+        ApprovalCommand::Approve { .. } | ApprovalCommand::Deny { .. }
+    );
+    let store = operator_store(&manifest, changes)?;
     let decide = |id: &str, decision| -> anyhow::Result<()> {
         let approval = store.decide(id, decision, &cli_operator(), "cli")?;
         let verb = match decision {
@@ -527,7 +669,8 @@ fn approval(args: ApprovalArgs) -> anyhow::Result<()> {
 
 fn state(args: StateArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
-    let store = open_store(&manifest)?;
+    let changes = matches!(args.command, StateCommand::Move { .. });
+    let store = operator_store(&manifest, changes)?;
     match args.command {
         StateCommand::List { plugin, prefix } => {
             for key in store.state_list(&plugin, &prefix)? {
@@ -541,11 +684,99 @@ fn state(args: StateArgs) -> anyhow::Result<()> {
             println!("{value}");
         }
         StateCommand::Move { plugin, from, to } => {
-            store.state_rename(&plugin, &from, &to)?;
+            store.state_rename(&plugin, &from, &to, &cli_operator())?;
             println!("{plugin}: moved `{from}` to `{to}`");
         }
     }
     Ok(())
+}
+
+fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let state_dir = &manifest.state_dir;
+    match args.command {
+        AuditCommand::Verify { key } => {
+            let public = match key {
+                Some(text) => {
+                    audit::key::parse_public(&text).map_err(|e| anyhow::anyhow!("--key: {e}"))?
+                }
+                None => audit::key::load(&audit::key::key_path(state_dir))?.verifying_key(),
+            };
+            match audit::verify::verify(state_dir, &public) {
+                Ok(Ok(verified)) => {
+                    println!(
+                        "OK: {} records in {} segment(s), {} checkpoint(s); head {} (seq {})",
+                        verified.records,
+                        verified.segments,
+                        verified.checkpoints,
+                        verified.head,
+                        verified.records
+                    );
+                    let unsigned = verified.records - verified.signed_through;
+                    if unsigned > 0 {
+                        println!(
+                            "note: the last {unsigned} record(s) are chained but not yet under a signed checkpoint (a serving host signs every {} s and at stop)",
+                            manifest.audit.checkpoint_every.as_secs()
+                        );
+                    }
+                    if let Some((segment, bytes)) = verified.torn_tail {
+                        println!(
+                            "note: {segment} ends in a half-written record ({bytes} bytes, a crash mid-write); the next host start saves and cuts it and records the repair"
+                        );
+                    }
+                    Ok(())
+                }
+                Ok(Err(broken)) => {
+                    println!("BROKEN: {broken}");
+                    std::process::exit(1);
+                }
+                Err(e) => {
+                    eprintln!("toolhost: cannot verify: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
+        AuditCommand::Export {
+            since,
+            until,
+            task,
+            tool,
+            risk,
+            format,
+        } => {
+            let time = |text: Option<String>| {
+                text.map(|t| audit::export::parse_time(&t))
+                    .transpose()
+                    .map_err(anyhow::Error::msg)
+            };
+            let filter = audit::export::Filter {
+                since: time(since)?,
+                until: time(until)?,
+                task,
+                tool,
+                risk: risk.map(|r| r.as_str().to_string()),
+            };
+            let stdout = std::io::stdout();
+            audit::export::export(state_dir, &filter, format, &mut stdout.lock())?;
+            Ok(())
+        }
+        AuditCommand::Tail { lines, follow } => {
+            let stdout = std::io::stdout();
+            audit::export::tail(state_dir, lines, follow, &mut stdout.lock())?;
+            Ok(())
+        }
+        AuditCommand::Key => {
+            let path = audit::key::key_path(state_dir);
+            if !path.exists() {
+                // The key is made with the trail; make both now rather than
+                // print nothing an operator could pin.
+                drop(open_trail(&manifest)?);
+            }
+            let key = audit::key::load(&path)?;
+            println!("{}", audit::key::public_text(&key.verifying_key()));
+            Ok(())
+        }
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

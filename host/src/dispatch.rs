@@ -4,18 +4,20 @@
 //! It returns a typed [`CallError`] for every way a call can fail; turning
 //! that into what the client sees is the MCP layer's one mapping.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
+use crate::audit::{Audit, CallRecord, Event, record};
 use crate::catalog::{Catalog, CatalogTool};
 use crate::manifest::{InstanceMode, RiskClass, ToolName};
 use crate::policy::{self, Denial};
 use crate::sandbox::{CallContext, SandboxError, ToolError};
-use crate::session::Session;
-use crate::store::{ApprovalRequest, Charge, ChargeRefusal, Store, StoreError};
+use crate::session::{Session, Transport};
+use crate::store::{ApprovalRequest, Charge, ChargeRefusal, Store, StoreError, TaskState, rfc3339};
 
 /// Guest-controlled: a plugin's error message is cut to this many bytes.
 const PLUGIN_MESSAGE_BYTES: usize = 2_048;
@@ -23,31 +25,39 @@ const PLUGIN_MESSAGE_BYTES: usize = 2_048;
 /// How long a human has to decide on a pending approval.
 pub const APPROVAL_TTL: Duration = Duration::from_secs(15 * 60);
 
-/// Everything a call needs: the catalog, and the store that holds tasks,
-/// budgets, approvals and plugin state.
+/// Everything a call needs: the catalog, the store that holds tasks,
+/// budgets, approvals and plugin state, and the audit trail.
 pub struct Toolhost {
     pub catalog: Catalog,
     pub store: Arc<dyn Store>,
+    pub audit: Audit,
     /// Where stateless (2026-07-28) requests of a task keep per-session
     /// plugin state: they have no session of their own, so the task is what
     /// ties their calls together. Anonymous stateless requests get fresh
     /// instances.
     task_sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Tasks whose expiry this process has recorded.
+    expired: Mutex<HashSet<String>>,
 }
 
 impl Toolhost {
-    pub fn new(catalog: Catalog, store: Arc<dyn Store>) -> Toolhost {
+    pub fn new(catalog: Catalog, store: Arc<dyn Store>, audit: Audit) -> Toolhost {
         Toolhost {
             catalog,
             store,
+            audit,
             task_sessions: Mutex::new(HashMap::new()),
+            expired: Mutex::new(HashSet::new()),
         }
     }
 
     /// The shared session of `task`'s stateless requests.
     pub fn task_session(&self, task: &str) -> Arc<Session> {
         let mut sessions = self.task_sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.entry(task.to_string()).or_default().clone()
+        sessions
+            .entry(task.to_string())
+            .or_insert_with(|| Arc::new(Session::new(Transport::HttpStateless)))
+            .clone()
     }
 }
 
@@ -82,11 +92,63 @@ pub enum CallError {
     InvalidOutput { tool: ToolName, detail: String },
     #[error("`{tool}` failed: {} ({})", error.code, error.message)]
     Plugin { tool: ToolName, error: ToolError },
+    #[error("`{tool}`: the audit trail cannot be written ({detail})")]
+    AuditUnavailable {
+        tool: ToolName,
+        /// The call ran and only its outcome went unrecorded.
+        ran: bool,
+        detail: String,
+    },
+}
+
+impl CallError {
+    /// The `code` the client is given, and the audit trail records.
+    pub fn code(&self) -> Cow<'static, str> {
+        match self {
+            CallError::UnknownTool(_) => "unknown_tool".into(),
+            CallError::InvalidArguments { .. } => "invalid_arguments".into(),
+            CallError::Denied { denial, .. } => match denial {
+                Denial::NotGranted => "not_granted",
+                Denial::TaskClosed(_) => "grant_expired",
+                Denial::CallsExhausted { .. } | Denial::WriteRateExhausted { .. } => {
+                    "budget_exhausted"
+                }
+                Denial::ApprovalRequired(_) => "approval_required",
+                Denial::ApprovalDenied(_) => "approval_denied",
+                Denial::TooManyPending(_) => "too_many_pending",
+                Denial::StoreUnavailable(_) => "store_unavailable",
+            }
+            .into(),
+            CallError::Sandbox { error, .. } => match error {
+                SandboxError::Timeout(_) => "timeout",
+                SandboxError::OutOfMemory(_) => "out_of_memory",
+                SandboxError::Trap(_) | SandboxError::Load(_) => "plugin_trap",
+            }
+            .into(),
+            CallError::OutputTooLarge { .. } => "output_too_large".into(),
+            CallError::InvalidOutput { .. } => "invalid_output".into(),
+            CallError::Plugin { error, .. } => error.code.clone().into(),
+            CallError::AuditUnavailable { .. } => "audit_unavailable".into(),
+        }
+    }
+
+    /// The approval a destructive call asked for or was refused by.
+    fn approval(&self) -> Option<String> {
+        match self {
+            CallError::Denied {
+                denial: Denial::ApprovalRequired(a) | Denial::ApprovalDenied(a),
+                ..
+            } => Some(a.id.clone()),
+            _ => None,
+        }
+    }
 }
 
 impl Toolhost {
     /// Runs `name` with `arguments` for `session`, bound to `task` (if any),
-    /// or says why not.
+    /// or says why not; either way the outcome is in the audit trail. A
+    /// write or destructive call's start and outcome are on disk before the
+    /// plugin runs and before the result is returned.
     pub async fn call(
         &self,
         session: &Session,
@@ -94,30 +156,110 @@ impl Toolhost {
         name: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<Map<String, Value>, CallError> {
-        let tool = self
-            .catalog
-            .tool(name)
-            .ok_or_else(|| CallError::UnknownTool(name.to_string()))?;
+        let began = Instant::now();
+        session.count_call();
         // MCP lets a client omit `arguments`; the schema decides if that is fine.
         let arguments = Value::Object(arguments.unwrap_or_default());
+        let tool = self.catalog.tool(name);
+        let plugin = tool.map(|t| &self.catalog.plugins[t.plugin]);
+        let mut record = CallRecord {
+            call: uuid::Uuid::new_v4().to_string(),
+            session: session.id().to_string(),
+            transport: session.transport().as_str().to_string(),
+            tool: name.to_string(),
+            risk: tool.map(|t| t.risk.as_str().to_string()),
+            task: task.map(str::to_string),
+            arguments: record::bounded(&arguments),
+            arguments_sha256: record::sha256_hex(record::canonical(&arguments).as_bytes()),
+            plugin: plugin.map(|p| p.prepared.shared().name.to_string()),
+            plugin_sha256: plugin.map(|p| p.sha256.clone()),
+            outcome: None,
+            retryable: None,
+            duration_us: None,
+            approval: None,
+        };
+        let mut started = false;
+        let outcome = match tool {
+            None => Err(CallError::UnknownTool(name.to_string())),
+            Some(tool) => {
+                self.run_checked(session, task, tool, &arguments, &record, &mut started)
+                    .await
+            }
+        };
+        record.outcome = Some(match &outcome {
+            Ok(_) => "ok".into(),
+            Err(e) => e.code().into_owned(),
+        });
+        record.approval = outcome.as_ref().err().and_then(CallError::approval);
+        record.duration_us = Some(began.elapsed().as_micros().try_into().unwrap_or(u64::MAX));
+        if !started {
+            self.audit.record(Event::ToolCall(record));
+            return outcome;
+        }
+        match self.audit.record_durable(Event::ToolCall(record)).await {
+            Ok(_) => outcome,
+            Err(detail) => {
+                tracing::error!(
+                    tool = name,
+                    "a call ran but its outcome is not in the audit trail: {detail}"
+                );
+                Err(CallError::AuditUnavailable {
+                    tool: tool
+                        .map(|t| t.name.clone())
+                        .expect("started calls have a tool"),
+                    ran: true,
+                    detail,
+                })
+            }
+        }
+    }
+
+    /// Validation, policy, the durable start record, the sandbox, the
+    /// result checks.
+    async fn run_checked(
+        &self,
+        session: &Session,
+        task: Option<&str>,
+        tool: &Arc<CatalogTool>,
+        arguments: &Value,
+        record: &CallRecord,
+        started: &mut bool,
+    ) -> Result<Map<String, Value>, CallError> {
         tool.input
-            .check(&arguments)
+            .check(arguments)
             .map_err(|detail| CallError::InvalidArguments {
                 tool: tool.name.clone(),
                 detail,
             })?;
-        self.admit(tool, task, &arguments)
+        let acts = tool.risk != RiskClass::Read;
+        let unavailable = |detail: String| CallError::AuditUnavailable {
+            tool: tool.name.clone(),
+            ran: false,
+            detail,
+        };
+        // Known trouble refuses before the task is charged.
+        if acts && !self.audit.healthy() {
+            return Err(unavailable("its last write failed".into()));
+        }
+        self.admit(tool, task, arguments)
             .map_err(|denial| CallError::Denied {
                 tool: tool.name.clone(),
                 risk: tool.risk,
                 denial,
                 task: task.map(str::to_string),
             })?;
+        if acts {
+            self.audit
+                .record_durable(Event::ToolCallStarted(record.clone()))
+                .await
+                .map_err(unavailable)?;
+            *started = true;
+        }
 
         let context = CallContext {
             session_id: session.id().to_string(),
             task_id: task.map(str::to_string),
-            call_id: uuid::Uuid::new_v4().to_string(),
+            call_id: record.call.clone(),
         };
         let raw = self
             .run(session, tool, &arguments.to_string(), &context)
@@ -151,7 +293,10 @@ impl Toolhost {
             Ok(Err(refusal)) => refusal,
             Err(e) => return Err(Denial::StoreUnavailable(e.to_string())),
         };
-        if let ChargeRefusal::Closed(_) = refusal {
+        if let ChargeRefusal::Closed(state) = refusal {
+            if state == TaskState::Expired {
+                self.record_expiry(task);
+            }
             // The task's plugin instances serve nobody any more.
             self.task_sessions
                 .lock()
@@ -176,6 +321,24 @@ impl Toolhost {
             (ChargeRefusal::ApprovalMissing, None) => Err(Denial::StoreUnavailable(
                 "the store asked for an approval of a call that needs none".into(),
             )),
+        }
+    }
+
+    /// Records, once per process, that a task was found expired.
+    fn record_expiry(&self, task: &str) {
+        let first = self
+            .expired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(task.to_string());
+        if !first {
+            return;
+        }
+        if let Ok(Some(record)) = self.store.task(task) {
+            self.audit.record(Event::TaskExpired {
+                task: task.to_string(),
+                expired: rfc3339(record.expires_at),
+            });
         }
     }
 

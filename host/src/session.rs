@@ -2,35 +2,82 @@
 //! plugin instances it owns when plugins run with `instance = "session"`.
 //!
 //! Instances live exactly as long as the session: dropping the session drops
-//! them, so no later session can see their state.
+//! them, so no later session can see their state. A session that was opened
+//! in the audit trail is closed there when it is dropped.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::audit::{Audit, Event};
 use crate::sandbox::PluginInstance;
 
 /// The instance slot of one plugin in one session. Calls into the same
 /// instance are serialised by its lock; `None` means "create on next call".
 pub type InstanceSlot = Arc<tokio::sync::Mutex<Option<PluginInstance>>>;
 
+/// How a session reaches the host, as the audit trail names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Stdio,
+    /// A Streamable HTTP session (`Mcp-Session-Id`).
+    Http,
+    /// Streamable HTTP requests outside any session (2026-07-28).
+    HttpStateless,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+            Transport::HttpStateless => "http-stateless",
+        }
+    }
+}
+
 /// One session's identity and per-session plugin instances.
 pub struct Session {
     id: String,
+    transport: Transport,
     slots: Mutex<HashMap<usize, InstanceSlot>>,
+    calls: AtomicU64,
+    /// Set once the session's opening is recorded; its closing is recorded
+    /// on drop.
+    opened: OnceLock<Audit>,
 }
 
 impl Session {
     /// A new session with a random id and no instances yet.
-    pub fn new() -> Session {
+    pub fn new(transport: Transport) -> Session {
         Session {
             id: uuid::Uuid::new_v4().to_string(),
+            transport,
             slots: Mutex::new(HashMap::new()),
+            calls: AtomicU64::new(0),
+            opened: OnceLock::new(),
         }
     }
 
     /// The opaque id plugins see in their call context.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// Counts a call for the session's closing record.
+    pub fn count_call(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records the session's opening (once); its closing follows on drop.
+    pub fn record_opened(&self, audit: &Audit, event: Event) {
+        if self.opened.set(audit.clone()).is_ok() {
+            audit.record(event);
+        }
     }
 
     /// The slot for the plugin at catalog index `plugin`.
@@ -43,8 +90,14 @@ impl Session {
     }
 }
 
-impl Default for Session {
-    fn default() -> Self {
-        Session::new()
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(audit) = self.opened.get() {
+            audit.record(Event::SessionClosed {
+                session: self.id.clone(),
+                transport: self.transport.as_str().to_string(),
+                calls: self.calls.load(Ordering::Relaxed),
+            });
+        }
     }
 }

@@ -76,6 +76,7 @@ pub async fn load(manifest: &Manifest, sandbox: &Sandbox, store: &Arc<dyn Store>
                 let index = catalog.plugins.len();
                 catalog.plugins.push(CatalogPlugin {
                     prepared,
+                    sha256: decl.sha256.to_string(),
                     instance: decl.instance,
                 });
                 for mut tool in tools {

@@ -37,6 +37,8 @@ pub struct CatalogTool {
 /// A plugin that passed every check at load.
 pub struct CatalogPlugin {
     pub prepared: PreparedPlugin,
+    /// The pinned digest of its component, for the audit trail.
+    pub sha256: String,
     pub instance: InstanceMode,
 }
 

@@ -14,6 +14,7 @@ pub use names::{PluginName, Sha256Digest, ToolName};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -21,7 +22,7 @@ use serde::Deserialize;
 pub const DEFAULT_STATE_DIR: &str = ".toolhost";
 
 /// What the platform team decided a tool may do. The plugin cannot change it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum RiskClass {
     /// Reads only; allowed in every session.
@@ -124,7 +125,20 @@ pub struct Manifest {
     pub digest: Sha256Digest,
     /// Absolute path of `[host] state_dir` (default `.toolhost` beside the manifest).
     pub state_dir: PathBuf,
+    pub audit: AuditSettings,
     pub plugins: Vec<PluginDecl>,
+}
+
+/// `[host] audit_*`: how the audit trail rotates and how often it is signed.
+#[derive(Debug, Clone)]
+pub struct AuditSettings {
+    pub segment_bytes: u64,
+    pub checkpoint_every: Duration,
+}
+
+impl AuditSettings {
+    pub const DEFAULT_SEGMENT_KIB: u32 = 16 * 1024;
+    pub const DEFAULT_CHECKPOINT_SECS: u32 = 60;
 }
 
 /// A manifest that cannot be used. Each message names the file, the line and the fix.
@@ -192,10 +206,38 @@ impl Manifest {
             plugins.push(p.vet(&at, base, plugin_line)?);
         }
         let state_dir = base.join(raw.host.state_dir.as_deref().unwrap_or(DEFAULT_STATE_DIR));
+        let host_setting =
+            |value: Option<toml::Spanned<u32>>, key: &str, max: u32, default: u32| match value {
+                None => Ok(default),
+                Some(v) if (1..=max).contains(v.get_ref()) => Ok(*v.get_ref()),
+                Some(v) => Err(at.error(
+                    Some(v.span()),
+                    format!("host.{key} = {} is out of range", v.get_ref()),
+                    format!("use a value from 1 to {max} (default {default})"),
+                )),
+            };
+        let audit = AuditSettings {
+            segment_bytes: u64::from(host_setting(
+                raw.host.audit_segment_kib,
+                "audit_segment_kib",
+                1 << 20,
+                AuditSettings::DEFAULT_SEGMENT_KIB,
+            )?) << 10,
+            checkpoint_every: Duration::from_secs(
+                host_setting(
+                    raw.host.audit_checkpoint_secs,
+                    "audit_checkpoint_secs",
+                    86_400,
+                    AuditSettings::DEFAULT_CHECKPOINT_SECS,
+                )?
+                .into(),
+            ),
+        };
         Ok(Manifest {
             path: path.to_path_buf(),
             digest: Sha256Digest::of(text.as_bytes()),
             state_dir,
+            audit,
             plugins,
         })
     }

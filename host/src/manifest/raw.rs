@@ -27,6 +27,10 @@ pub(super) struct RawHost {
     /// Where the host keeps what outlives a process (the compiled-component
     /// cache); relative to the manifest's folder.
     pub state_dir: Option<String>,
+    /// Size at which an audit segment is closed and signed.
+    pub audit_segment_kib: Option<Spanned<u32>>,
+    /// How often a serving host signs a checkpoint of the audit trail.
+    pub audit_checkpoint_secs: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]

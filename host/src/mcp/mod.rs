@@ -16,14 +16,15 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use crate::audit::Event;
 use crate::catalog::CatalogTool;
 use crate::dispatch::{CallError, Toolhost};
 use crate::manifest::RiskClass;
 use crate::policy::Denial;
-use crate::session::Session;
+use crate::session::{Session, Transport};
 use approval::Channel;
 
 /// What the host tells every client at `initialize`.
@@ -104,16 +105,18 @@ impl McpSession {
         McpSession {
             host,
             catalog,
-            session: Arc::new(Session::new()),
+            session: Arc::new(Session::new(match binding {
+                Binding::Fixed(_) => Transport::Stdio,
+                Binding::PerRequest => Transport::Http,
+            })),
             binding,
         }
     }
 
-    fn task(&self, context: &RequestContext<RoleServer>) -> Option<String> {
+    fn task(&self, extensions: &rmcp::model::Extensions) -> Option<String> {
         match &self.binding {
             Binding::Fixed(task) => task.clone(),
-            Binding::PerRequest => context
-                .extensions
+            Binding::PerRequest => extensions
                 .get::<axum::http::request::Parts>()
                 .and_then(|parts| parts.extensions.get::<http::BoundTask>())
                 .map(|bound| bound.0.clone()),
@@ -130,6 +133,22 @@ impl ServerHandler for McpSession {
             .with_instructions(INSTRUCTIONS)
     }
 
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let client = context.peer.peer_info();
+        let client = client.as_deref();
+        self.session.record_opened(
+            &self.host.audit,
+            Event::SessionOpened {
+                session: self.session.id().to_string(),
+                transport: self.session.transport().as_str().to_string(),
+                client: client.map(|c| c.client_info.name.clone()),
+                client_version: client.map(|c| c.client_info.version.clone()),
+                protocol: client.map(|c| c.protocol_version.to_string()),
+                task: self.task(&context.extensions),
+            },
+        );
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -143,7 +162,7 @@ impl ServerHandler for McpSession {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let task = self.task(&context);
+        let task = self.task(&context.extensions);
         let session = match &task {
             Some(task) if is_stateless_http(&context) => self.host.task_session(task),
             _ => self.session.clone(),

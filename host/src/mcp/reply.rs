@@ -5,8 +5,6 @@
 //! and `{"ok": false, "code", "message", "retryable"}`, both as structured
 //! content and as JSON text, with a message that tells the model what to do.
 
-use std::borrow::Cow;
-
 use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
@@ -25,7 +23,8 @@ pub fn tool_result(
         Err(error) => error,
     };
     tracing::info!("call refused or failed: {error}");
-    let (code, message, retryable): (Cow<'static, str>, String, bool) = match error {
+    let code = error.code();
+    let (message, retryable): (String, bool) = match error {
         CallError::UnknownTool(name) => {
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {name}"),
@@ -33,7 +32,6 @@ pub fn tool_result(
             ));
         }
         CallError::InvalidArguments { tool, detail } => (
-            "invalid_arguments".into(),
             format!(
                 "The arguments do not match the input schema of {tool}: {detail}. Fix them and call again."
             ),
@@ -48,7 +46,6 @@ pub fn tool_result(
             let task = task.unwrap_or_default();
             match denial {
                 Denial::NotGranted if task.is_empty() => (
-                    "not_granted".into(),
                     format!(
                         "{tool} is a {} tool and this session is not bound to a task. Do not retry; ask the operator for a task token that grants {tool}.",
                         risk.as_str()
@@ -56,7 +53,6 @@ pub fn tool_result(
                     false,
                 ),
                 Denial::NotGranted => (
-                    "not_granted".into(),
                     format!(
                         "{tool} is a {} tool and task {task} has no grant for it. Do not retry; ask the operator to open a task that grants {tool}.",
                         risk.as_str()
@@ -64,7 +60,6 @@ pub fn tool_result(
                     false,
                 ),
                 Denial::TaskClosed(state) => (
-                    "grant_expired".into(),
                     format!(
                         "Task {task} is {}: its grants no longer apply. Do not retry; report to the user that the task ended and what remains undone.",
                         match state {
@@ -75,14 +70,12 @@ pub fn tool_result(
                     false,
                 ),
                 Denial::CallsExhausted { max_calls } => (
-                    "budget_exhausted".into(),
                     format!(
                         "Task {task} has used all {max_calls} calls of its budget. Stop now and report to the user what you did and what remains; do not retry and do not switch to other tools."
                     ),
                     false,
                 ),
                 Denial::WriteRateExhausted { per_hour } => (
-                    "budget_exhausted".into(),
                     format!(
                         "Task {task} may make {per_hour} write calls per hour and has made them. Stop now and report to the user what you did and what remains; do not retry and do not switch to other tools."
                     ),
@@ -104,7 +97,6 @@ pub fn tool_result(
                     })));
                 }
                 Denial::ApprovalDenied(approval) => (
-                    "approval_denied".into(),
                     format!(
                         "A human did not approve this call of {tool} (approval {}: declined or dismissed). Do not retry it; report that the action was not approved.",
                         approval.id
@@ -112,14 +104,12 @@ pub fn tool_result(
                     false,
                 ),
                 Denial::TooManyPending(waiting) => (
-                    "too_many_pending".into(),
                     format!(
                         "{waiting} destructive calls of task {task} already wait for a human's decision. Do not ask for more; tell the user which ones are waiting and stop until they are decided."
                     ),
                     false,
                 ),
                 Denial::StoreUnavailable(_) => (
-                    "store_unavailable".into(),
                     format!(
                         "The host could not record this call of {tool} against the task, so it did not run. You may retry once; if it fails again, stop and report it."
                     ),
@@ -139,7 +129,6 @@ pub fn tool_result(
             };
             match error {
                 SandboxError::Timeout(limit) => (
-                    "timeout".into(),
                     format!(
                         "{tool} did not finish within {} ms. You may retry once; if it happens again, stop and report it.{reset}",
                         limit.as_millis()
@@ -147,7 +136,6 @@ pub fn tool_result(
                     true,
                 ),
                 SandboxError::OutOfMemory(limit) => (
-                    "out_of_memory".into(),
                     format!(
                         "{tool} needed more than its memory limit of {} MiB. Try a smaller request (fewer items, a narrower filter).{reset}",
                         limit >> 20
@@ -155,7 +143,6 @@ pub fn tool_result(
                     false,
                 ),
                 SandboxError::Trap(_) | SandboxError::Load(_) => (
-                    "plugin_trap".into(),
                     format!(
                         "{tool} crashed. Do not retry the same call; report the failure.{reset}"
                     ),
@@ -164,20 +151,34 @@ pub fn tool_result(
             }
         }
         CallError::OutputTooLarge { tool, size, limit } => (
-            "output_too_large".into(),
             format!(
                 "{tool} produced {size} bytes, more than its limit of {limit}. Ask for less (a smaller limit, a narrower filter)."
             ),
             false,
         ),
         CallError::InvalidOutput { tool, .. } => (
-            "invalid_output".into(),
             format!(
                 "{tool} returned a result that breaks its own contract. Do not retry; report the failure."
             ),
             false,
         ),
-        CallError::Plugin { error, .. } => (error.code.into(), error.message, error.retryable),
+        CallError::Plugin { error, .. } => (error.message, error.retryable),
+        CallError::AuditUnavailable {
+            tool, ran: false, ..
+        } => (
+            format!(
+                "The host could not record this call of {tool} in its audit trail, so it did not run. You may retry once later; if it fails again, stop and report that the audit trail is unavailable."
+            ),
+            true,
+        ),
+        CallError::AuditUnavailable {
+            tool, ran: true, ..
+        } => (
+            format!(
+                "{tool} ran, but the host could not record its outcome in the audit trail, so the result is withheld. Do not retry (the change may have been made); report that the audit trail is unavailable."
+            ),
+            false,
+        ),
     };
     Ok(CallToolResult::structured_error(json!({
         "ok": false,

@@ -308,7 +308,7 @@ async fn extend_task(
         Ok(ttl) => ttl,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request", &e.to_string()),
     };
-    match admin.store.extend_task(&id, ttl) {
+    match admin.store.extend_task(&id, ttl, "admin_api") {
         Ok(task) => Json(task_json(&task)).into_response(),
         Err(e) => store_error(e),
     }

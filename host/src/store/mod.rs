@@ -301,7 +301,8 @@ pub trait Store: Send + Sync {
     fn tasks(&self) -> Result<Vec<Task>, StoreError>;
     fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError>;
     /// Sets the expiry to `ttl` from now; a revoked task cannot be extended.
-    fn extend_task(&self, id: &str, ttl: Duration) -> Result<Task, StoreError>;
+    /// `by` names the operator for the audit trail.
+    fn extend_task(&self, id: &str, ttl: Duration, by: &str) -> Result<Task, StoreError>;
     /// The task a token belongs to, whatever its state; `None` for a token
     /// that was never issued.
     fn authenticate(&self, token: &str) -> Result<Option<Task>, StoreError>;
@@ -349,7 +350,8 @@ pub trait Store: Send + Sync {
     fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError>;
     /// Operator only: moves a value to another key of the same plugin (how a
     /// note comes back from the trash). Fails if `to` exists.
-    fn state_rename(&self, plugin: &str, from: &str, to: &str) -> Result<(), StoreError>;
+    /// `by` names the operator for the audit trail.
+    fn state_rename(&self, plugin: &str, from: &str, to: &str, by: &str) -> Result<(), StoreError>;
 }
 
 /// Keys are bytes the host stores, not paths; these bounds keep them

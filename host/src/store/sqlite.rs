@@ -387,7 +387,7 @@ impl Store for SqliteStore {
         Ok(task)
     }
 
-    fn extend_task(&self, id: &str, ttl: Duration) -> Result<Task, StoreError> {
+    fn extend_task(&self, id: &str, ttl: Duration, _by: &str) -> Result<Task, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
@@ -709,7 +709,13 @@ impl Store for SqliteStore {
         Ok(keys)
     }
 
-    fn state_rename(&self, plugin: &str, from: &str, to: &str) -> Result<(), StoreError> {
+    fn state_rename(
+        &self,
+        plugin: &str,
+        from: &str,
+        to: &str,
+        _by: &str,
+    ) -> Result<(), StoreError> {
         if !valid_state_key(to) {
             return Err(StoreError::InvalidKey(to.into()));
         }

@@ -17,13 +17,13 @@ use crate::support::*;
 /// A client whose user answers every approval prompt the same way, and
 /// which remembers what it was shown.
 #[derive(Clone)]
-struct Human {
+pub(crate) struct Human {
     answer: Answer,
     prompts: Arc<Mutex<Vec<String>>>,
 }
 
 #[derive(Clone, Copy)]
-enum Answer {
+pub(crate) enum Answer {
     Yes,
     No,
     /// What a careless auto-accepting client sends: accept, no form content.
@@ -31,7 +31,7 @@ enum Answer {
 }
 
 impl Human {
-    fn new(approves: bool) -> Human {
+    pub(crate) fn new(approves: bool) -> Human {
         Human::answering(if approves { Answer::Yes } else { Answer::No })
     }
 

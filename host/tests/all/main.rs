@@ -3,6 +3,7 @@
 
 mod admin;
 mod approvals;
+mod audit;
 mod cache;
 mod catalog;
 mod conformance;

@@ -1,0 +1,143 @@
+//! What the trail records: one variant per kind of decision.
+//!
+//! Field names are the trail's public format (export, tail and any tool an
+//! operator points at the files read them), so they change only with care.
+//! `seq`, `time` and `prev` are added by the trail and never appear here.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// A decision worth recording.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    HostStarted {
+        version: String,
+        pid: u32,
+        transport: String,
+        manifest: String,
+        manifest_sha256: String,
+    },
+    HostStopped {
+        pid: u32,
+        reason: String,
+    },
+    PluginLoaded {
+        plugin: String,
+        sha256: String,
+        tools: Vec<String>,
+    },
+    PluginRefused {
+        plugin: String,
+        sha256: String,
+        reason: String,
+    },
+    SessionOpened {
+        session: String,
+        transport: String,
+        client: Option<String>,
+        client_version: Option<String>,
+        protocol: Option<String>,
+        task: Option<String>,
+    },
+    SessionClosed {
+        session: String,
+        transport: String,
+        calls: u64,
+    },
+    /// A write or destructive call is about to run: on disk before the
+    /// plugin is entered, so a crash mid-call still leaves its trace.
+    ToolCallStarted(CallRecord),
+    /// A call's outcome: `ok` or the error code the client was given.
+    ToolCall(CallRecord),
+    ApprovalRequested {
+        approval: String,
+        task: String,
+        tool: String,
+        summary: String,
+        expires: String,
+    },
+    ApprovalDecided {
+        approval: String,
+        task: String,
+        tool: String,
+        decision: String,
+        by: String,
+        channel: String,
+    },
+    TaskOpened {
+        task: String,
+        purpose: String,
+        by: String,
+        grants: Vec<String>,
+        pre_approved: Vec<String>,
+        expires: String,
+        max_calls: Option<u64>,
+        writes_per_hour: Option<u32>,
+        operator_approval: bool,
+        ad_hoc: bool,
+    },
+    TaskRevoked {
+        task: String,
+        by: String,
+    },
+    TaskExtended {
+        task: String,
+        by: String,
+        expires: String,
+    },
+    TaskExpired {
+        task: String,
+        expired: String,
+    },
+    PluginStateMoved {
+        plugin: String,
+        from: String,
+        to: String,
+        by: String,
+    },
+}
+
+/// One `tools/call`, as the trail keeps it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    /// Ties a call's `tool_call_started` to its `tool_call`.
+    pub call: String,
+    pub session: String,
+    pub transport: String,
+    pub tool: String,
+    /// `None` for a tool the catalog does not have.
+    pub risk: Option<String>,
+    pub task: Option<String>,
+    /// The arguments, cut where long (see `record::bounded`).
+    pub arguments: Value,
+    /// SHA-256 of the canonical arguments before any cut.
+    pub arguments_sha256: String,
+    pub plugin: Option<String>,
+    pub plugin_sha256: Option<String>,
+    /// Absent on `tool_call_started`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_us: Option<u64>,
+    /// The approval a destructive call used or asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
+}
+
+impl Event {
+    /// The event as the JSON object the trail writes.
+    pub fn into_map(self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            // Every variant serialises to an object; keep a trace if not.
+            _ => {
+                let mut map = Map::new();
+                map.insert("event".into(), "unserialisable".into());
+                map
+            }
+        }
+    }
+}

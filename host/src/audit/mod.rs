@@ -1,0 +1,394 @@
+//! The audit trail: the host's tamper-evident record of every decision.
+//!
+//! `record` builds and bounds one line, `trail` keeps the chained segments
+//! and signed checkpoints on disk, `verify` and `export` read them back for
+//! operators, `store` records what operators change. This module is the
+//! handle the rest of the host uses: a writer thread that batches records,
+//! so concurrent read calls share one write (and one fsync when a write
+//! call needs it).
+
+mod event;
+pub mod export;
+pub mod key;
+pub mod record;
+pub mod store;
+pub mod trail;
+pub mod verify;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+pub use event::{CallRecord, Event};
+pub use trail::{Trail, TrailOptions};
+
+/// Records waiting longer than this reach disk even with no write call to
+/// force them: the bound on what a power cut can take of read records.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
+/// Records taken from the queue into one write.
+const BATCH: usize = 512;
+/// How often a writer whose last write failed tries again.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// Unwritten records kept for a retry; beyond this the oldest are dropped
+/// and their number recorded once the trail is back.
+const MAX_PENDING: usize = 100_000;
+
+/// Why the trail cannot be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("audit trail {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("audit key {}: {reason}", path.display())]
+    Key { path: PathBuf, reason: String },
+    #[error("audit trail {}: {reason}", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error(
+        "audit segment {} vanished or was replaced while the host was writing it",
+        path.display()
+    )]
+    Vanished { path: PathBuf },
+    #[error("the audit writer has stopped")]
+    Stopped,
+}
+
+/// Where the writer sends the outcome of a durable record.
+enum Ack {
+    Async(tokio::sync::oneshot::Sender<Result<u64, String>>),
+    Blocking(mpsc::SyncSender<Result<u64, String>>),
+}
+
+impl Ack {
+    fn send(self, outcome: Result<u64, String>) {
+        match self {
+            Ack::Async(tx) => {
+                let _ = tx.send(outcome);
+            }
+            Ack::Blocking(tx) => {
+                let _ = tx.send(outcome);
+            }
+        }
+    }
+}
+
+enum Message {
+    Record {
+        event: Event,
+        /// Present when the caller waits until the record is on disk.
+        ack: Option<Ack>,
+    },
+    Stop {
+        last: Event,
+        done: mpsc::SyncSender<Result<(), String>>,
+    },
+}
+
+/// A handle on the trail; cheap to clone.
+#[derive(Clone)]
+pub struct Audit {
+    inner: Arc<Inner>,
+}
+
+enum Inner {
+    /// The serving host: one writer thread owns the trail.
+    Writer {
+        tx: Mutex<Option<mpsc::Sender<Message>>>,
+        healthy: Arc<AtomicBool>,
+        thread: Mutex<Option<JoinHandle<()>>>,
+    },
+    /// A short-lived CLI command: each record is written, synced and
+    /// checkpointed before the command goes on.
+    Direct(Box<Mutex<Trail>>),
+}
+
+impl Audit {
+    /// Starts the writer thread of a serving host.
+    pub fn start(trail: Trail, checkpoint_every: Duration) -> Audit {
+        let (tx, rx) = mpsc::channel();
+        let healthy = Arc::new(AtomicBool::new(true));
+        let thread = std::thread::Builder::new()
+            .name("audit-writer".into())
+            .spawn({
+                let healthy = healthy.clone();
+                move || write_loop(trail, rx, healthy, checkpoint_every)
+            })
+            .expect("spawning the audit writer thread");
+        Audit {
+            inner: Arc::new(Inner::Writer {
+                tx: Mutex::new(Some(tx)),
+                healthy,
+                thread: Mutex::new(Some(thread)),
+            }),
+        }
+    }
+
+    /// For a CLI command: writes in the calling thread.
+    pub fn direct(trail: Trail) -> Audit {
+        Audit {
+            inner: Arc::new(Inner::Direct(Box::new(Mutex::new(trail)))),
+        }
+    }
+
+    /// Whether the last write succeeded; write calls are refused while not.
+    pub fn healthy(&self) -> bool {
+        match &*self.inner {
+            Inner::Writer { healthy, .. } => healthy.load(Ordering::Acquire),
+            Inner::Direct(_) => true,
+        }
+    }
+
+    /// Records `event` without waiting: it is written with the next batch
+    /// and synced within a second, or at a clean stop.
+    pub fn record(&self, event: Event) {
+        match &*self.inner {
+            Inner::Writer { .. } => {
+                if self.send(Message::Record { event, ack: None }).is_err() {
+                    tracing::error!("audit record lost: the audit writer has stopped");
+                }
+            }
+            Inner::Direct(_) => {
+                if let Err(e) = self.record_blocking(event) {
+                    tracing::error!("audit record lost: {e}");
+                }
+            }
+        }
+    }
+
+    /// Records `event` and returns once it is on disk, with its seq.
+    pub async fn record_durable(&self, event: Event) -> Result<u64, String> {
+        match &*self.inner {
+            Inner::Writer { .. } => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                self.send(Message::Record {
+                    event,
+                    ack: Some(Ack::Async(tx)),
+                })
+                .map_err(|e| e.to_string())?;
+                rx.await
+                    .unwrap_or_else(|_| Err(AuditError::Stopped.to_string()))
+            }
+            Inner::Direct(_) => self.record_blocking(event),
+        }
+    }
+
+    /// [`Audit::record_durable`] for synchronous code; blocks the thread.
+    pub fn record_blocking(&self, event: Event) -> Result<u64, String> {
+        match &*self.inner {
+            Inner::Writer { .. } => {
+                let (tx, rx) = mpsc::sync_channel(1);
+                self.send(Message::Record {
+                    event,
+                    ack: Some(Ack::Blocking(tx)),
+                })
+                .map_err(|e| e.to_string())?;
+                rx.recv()
+                    .unwrap_or_else(|_| Err(AuditError::Stopped.to_string()))
+            }
+            Inner::Direct(trail) => {
+                let mut trail = trail.lock().unwrap_or_else(|p| p.into_inner());
+                let appended = trail
+                    .append(&[event.into_map()], true)
+                    .map_err(|e| e.to_string())?;
+                trail.checkpoint().map_err(|e| e.to_string())?;
+                Ok(appended.last_seq)
+            }
+        }
+    }
+
+    /// Writes `last`, syncs, signs a final checkpoint and stops the writer.
+    /// Records sent after this are lost (and logged).
+    pub fn stop(&self, last: Event) -> Result<(), String> {
+        let Inner::Writer { tx, thread, .. } = &*self.inner else {
+            return Ok(());
+        };
+        let Some(sender) = tx.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return Ok(());
+        };
+        let (done_tx, done_rx) = mpsc::sync_channel(1);
+        if sender
+            .send(Message::Stop {
+                last,
+                done: done_tx,
+            })
+            .is_err()
+        {
+            return Err(AuditError::Stopped.to_string());
+        }
+        drop(sender);
+        let outcome = done_rx
+            .recv()
+            .unwrap_or_else(|_| Err(AuditError::Stopped.to_string()));
+        if let Some(handle) = thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = handle.join();
+        }
+        outcome
+    }
+
+    fn send(&self, message: Message) -> Result<(), AuditError> {
+        let Inner::Writer { tx, .. } = &*self.inner else {
+            return Err(AuditError::Stopped);
+        };
+        let guard = tx.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_ref() {
+            Some(sender) => sender.send(message).map_err(|_| AuditError::Stopped),
+            None => Err(AuditError::Stopped),
+        }
+    }
+}
+
+type Acks = Vec<Option<Ack>>;
+
+/// Adds one queued message to the batch being written.
+fn take(
+    message: Message,
+    events: &mut Vec<Map<String, Value>>,
+    acks: &mut Acks,
+    stop: &mut Option<mpsc::SyncSender<Result<(), String>>>,
+) {
+    match message {
+        Message::Record { event, ack } => {
+            events.push(event.into_map());
+            acks.push(ack);
+        }
+        Message::Stop { last, done } => {
+            events.push(last.into_map());
+            acks.push(None);
+            *stop = Some(done);
+        }
+    }
+}
+
+fn write_loop(
+    mut trail: Trail,
+    rx: mpsc::Receiver<Message>,
+    healthy: Arc<AtomicBool>,
+    checkpoint_every: Duration,
+) {
+    let mut next_checkpoint = Instant::now() + checkpoint_every;
+    let mut unsynced_since: Option<Instant> = None;
+    // Records nobody waits for, kept across a failed write and written with
+    // the next batch that succeeds.
+    let mut pending: Vec<Map<String, Value>> = Vec::new();
+    let mut dropped = 0u64;
+    loop {
+        let now = Instant::now();
+        let mut wake = next_checkpoint;
+        if let Some(since) = unsynced_since {
+            wake = wake.min(since + SYNC_EVERY);
+        }
+        if !healthy.load(Ordering::Acquire) {
+            wake = wake.min(now + RETRY_EVERY);
+        }
+        let first = match rx.recv_timeout(wake.saturating_duration_since(now)) {
+            Ok(message) => Some(message),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let mut events = Vec::new();
+        let mut acks = Vec::new();
+        let mut stop = None;
+        if let Some(message) = first {
+            take(message, &mut events, &mut acks, &mut stop);
+            while events.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(message) => take(message, &mut events, &mut acks, &mut stop),
+                    Err(_) => break,
+                }
+            }
+        }
+        if !events.is_empty() || !pending.is_empty() {
+            let carried = pending.len();
+            let mut batch = std::mem::take(&mut pending);
+            if dropped > 0 {
+                let mut lost = Map::new();
+                lost.insert("event".into(), "audit_records_lost".into());
+                lost.insert("records".into(), dropped.into());
+                batch.insert(0, lost);
+            }
+            let carried = carried + usize::from(dropped > 0);
+            batch.extend(events.iter().cloned());
+            let durable = stop.is_some() || acks.iter().any(Option::is_some);
+            let outcome = trail.append(&batch, durable);
+            healthy.store(outcome.is_ok(), Ordering::Release);
+            match &outcome {
+                Ok(_) => {
+                    dropped = 0;
+                    if durable {
+                        unsynced_since = None;
+                    } else {
+                        unsynced_since.get_or_insert_with(Instant::now);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("audit trail not written: {e}");
+                    // Records nobody waits for are retried; a waiting
+                    // caller is told now and acts on the failure.
+                    pending = batch
+                        .into_iter()
+                        .skip(usize::from(dropped > 0))
+                        .take(carried - usize::from(dropped > 0))
+                        .chain(
+                            events
+                                .iter()
+                                .zip(&acks)
+                                .filter(|(_, ack)| ack.is_none())
+                                .map(|(event, _)| event.clone()),
+                        )
+                        .collect();
+                    if pending.len() > MAX_PENDING {
+                        let excess = pending.len() - MAX_PENDING;
+                        pending.drain(..excess);
+                        dropped += excess as u64;
+                    }
+                }
+            }
+            for (i, ack) in acks.into_iter().enumerate() {
+                if let Some(ack) = ack {
+                    ack.send(match &outcome {
+                        Ok(appended) => Ok(appended.first_seq + (carried + i) as u64),
+                        Err(e) => Err(e.to_string()),
+                    });
+                }
+            }
+        } else if !healthy.load(Ordering::Acquire) {
+            // Nothing to write: see whether the trail is back.
+            healthy.store(trail.checkpoint().is_ok(), Ordering::Release);
+        }
+        let now = Instant::now();
+        if unsynced_since.is_some_and(|since| now >= since + SYNC_EVERY) {
+            match trail.sync() {
+                Ok(()) => unsynced_since = None,
+                Err(e) => {
+                    healthy.store(false, Ordering::Release);
+                    tracing::error!("audit trail not synced: {e}");
+                }
+            }
+        }
+        if stop.is_some() || now >= next_checkpoint {
+            if let Err(e) = trail.checkpoint() {
+                tracing::error!("audit checkpoint not written: {e}");
+            }
+            next_checkpoint = now + checkpoint_every;
+        }
+        if let Some(done) = stop {
+            if !pending.is_empty() {
+                tracing::error!(
+                    records = pending.len(),
+                    "audit records lost at stop: the trail could not be written"
+                );
+            }
+            let _ = done.send(trail.sync().map_err(|e| e.to_string()));
+            return;
+        }
+    }
+    // Every handle dropped without a stop: keep what was written.
+    let _ = trail.sync();
+    let _ = trail.checkpoint();
+}

@@ -1,0 +1,191 @@
+//! One line of the trail: a record's canonical form, its hash, and the
+//! bounds that keep a record small whatever a caller sent.
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// `prev` of the very first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// A record longer than this (arguments included) has its arguments
+/// replaced by their size and digest.
+pub const MAX_RECORD_BYTES: usize = 64 * 1024;
+
+/// Strings longer than this are cut, keeping their length.
+const MAX_STRING_BYTES: usize = 512;
+/// How much of a cut string stays readable.
+const KEPT_STRING_BYTES: usize = 256;
+/// Arrays longer than this keep their first items and a count.
+const MAX_ITEMS: usize = 64;
+/// Nesting deeper than this is replaced by a marker.
+const MAX_DEPTH: usize = 16;
+
+/// The one serialisation that is hashed: compact JSON with object keys in
+/// byte order at every level. Written here rather than left to serde_json's
+/// map order, which a feature flag anywhere in the build could change.
+pub fn canonical(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(value, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The line for `event` at position `seq` after the record hashed `prev`.
+/// `event` is a JSON object carrying at least `"event"`; the chain fields
+/// are added here and cannot be set by the event.
+pub fn line(seq: u64, time: &str, prev: &str, event: Map<String, Value>) -> String {
+    let mut record = event;
+    record.insert("seq".into(), seq.into());
+    record.insert("time".into(), time.into());
+    record.insert("prev".into(), prev.into());
+    let text = canonical(&Value::Object(record));
+    if text.len() <= MAX_RECORD_BYTES {
+        return text;
+    }
+    // Only a caller-supplied value can be this large: keep everything else
+    // and say what was dropped.
+    let mut record: Map<String, Value> = match serde_json::from_str(&text) {
+        Ok(Value::Object(record)) => record,
+        _ => Map::new(),
+    };
+    for field in ["arguments", "detail"] {
+        if let Some(value) = record.get_mut(field) {
+            let size = canonical(value).len();
+            *value = serde_json::json!({ "cut": true, "bytes": size });
+        }
+    }
+    let text = canonical(&Value::Object(record));
+    if text.len() <= MAX_RECORD_BYTES {
+        text
+    } else {
+        let mut stub = Map::new();
+        stub.insert("event".into(), "record_too_large".into());
+        stub.insert("bytes".into(), text.len().into());
+        stub.insert("seq".into(), seq.into());
+        stub.insert("time".into(), time.into());
+        stub.insert("prev".into(), prev.into());
+        canonical(&Value::Object(stub))
+    }
+}
+
+/// Caller-supplied JSON (tool arguments) made small enough to record: long
+/// strings and arrays are cut with their length kept, deep nesting is
+/// replaced by a marker.
+pub fn bounded(value: &Value) -> Value {
+    bounded_at(value, 0)
+}
+
+fn bounded_at(value: &Value, depth: usize) -> Value {
+    if depth >= MAX_DEPTH && matches!(value, Value::Object(_) | Value::Array(_)) {
+        return Value::String("…[cut: nested deeper than 16 levels]".into());
+    }
+    match value {
+        Value::String(s) if s.len() > MAX_STRING_BYTES => {
+            let mut end = KEPT_STRING_BYTES;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            Value::String(format!("{}…[cut: {} bytes]", &s[..end], s.len()))
+        }
+        Value::Array(items) => {
+            let mut kept: Vec<Value> = items
+                .iter()
+                .take(MAX_ITEMS)
+                .map(|item| bounded_at(item, depth + 1))
+                .collect();
+            if items.len() > MAX_ITEMS {
+                kept.push(Value::String(format!("…[cut: {} items]", items.len())));
+            }
+            Value::Array(kept)
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), bounded_at(v, depth + 1)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_sorts_keys_at_every_level() {
+        let value = json!({"b": 1, "a": {"z": [true, null], "y": "é\n"}});
+        assert_eq!(
+            canonical(&value),
+            r#"{"a":{"y":"é\n","z":[true,null]},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn canonical_is_stable_through_a_parse() {
+        let text = canonical(&json!({"x": 1.5, "n": -3, "s": "\u{1}"}));
+        let again: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(canonical(&again), text);
+    }
+
+    #[test]
+    fn long_values_are_cut_with_their_length() {
+        let value = json!({"s": "x".repeat(10_000), "a": vec![1; 1000]});
+        let cut = bounded(&value);
+        let s = cut["s"].as_str().unwrap();
+        assert!(s.ends_with("…[cut: 10000 bytes]"), "{s}");
+        assert!(s.len() < 400);
+        let a = cut["a"].as_array().unwrap();
+        assert_eq!(a.len(), MAX_ITEMS + 1);
+        assert_eq!(a[MAX_ITEMS], json!("…[cut: 1000 items]"));
+    }
+
+    #[test]
+    fn an_oversized_record_keeps_its_chain_fields() {
+        let mut event = Map::new();
+        event.insert("event".into(), "tool_call".into());
+        let wide: Map<String, Value> = (0..5_000)
+            .map(|i| (format!("key{i}"), Value::String("v".repeat(40))))
+            .collect();
+        event.insert("arguments".into(), Value::Object(wide));
+        let text = line(7, "2026-01-01T00:00:00Z", GENESIS, event);
+        assert!(text.len() <= MAX_RECORD_BYTES);
+        let record: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(record["seq"], 7);
+        assert_eq!(record["arguments"]["cut"], true);
+    }
+}

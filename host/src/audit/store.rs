@@ -1,0 +1,195 @@
+//! The store as every caller sees it: each change an operator or a human
+//! approver makes (a task opened, revoked, extended; an approval asked for
+//! or decided; plugin state moved) is recorded in the trail, whichever door
+//! it came through (CLI, admin API, MCP client).
+//!
+//! A change is made first and recorded after, and a failed record does not
+//! undo it: revoking a task or denying an approval must work even when the
+//! trail is down. The failure is logged; the tool calls themselves are what
+//! the host refuses to make unrecorded (see `dispatch`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Audit, Event};
+use crate::store::{
+    Approval, ApprovalRequest, Charge, ChargeRefusal, Decision, NewTask, StateError, Store,
+    StoreError, Task, TaskToken, rfc3339,
+};
+
+/// A [`Store`] that records operator decisions in the audit trail.
+pub struct AuditedStore {
+    inner: Arc<dyn Store>,
+    audit: Audit,
+}
+
+impl AuditedStore {
+    pub fn new(inner: Arc<dyn Store>, audit: Audit) -> AuditedStore {
+        AuditedStore { inner, audit }
+    }
+
+    fn record(&self, event: Event) {
+        if let Err(e) = self.audit.record_blocking(event) {
+            tracing::error!(
+                "an operator decision was made but not recorded in the audit trail: {e}"
+            );
+        }
+    }
+}
+
+fn task_opened(task: &Task) -> Event {
+    Event::TaskOpened {
+        task: task.id.clone(),
+        purpose: task.purpose.clone(),
+        by: task.opened_by.clone(),
+        grants: task.grants.clone(),
+        pre_approved: task.pre_approved.clone(),
+        expires: rfc3339(task.expires_at),
+        max_calls: task.max_calls,
+        writes_per_hour: task.writes_per_hour,
+        operator_approval: task.operator_approval,
+        ad_hoc: task.ad_hoc,
+    }
+}
+
+impl Store for AuditedStore {
+    fn open_task(&self, task: NewTask) -> Result<(Task, TaskToken), StoreError> {
+        let (task, token) = self.inner.open_task(task)?;
+        self.record(task_opened(&task));
+        Ok((task, token))
+    }
+
+    fn ad_hoc_task(&self, id: &str, grants: &[String], ttl: Duration) -> Result<Task, StoreError> {
+        let task = self.inner.ad_hoc_task(id, grants, ttl)?;
+        self.record(task_opened(&task));
+        Ok(task)
+    }
+
+    fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        self.inner.task(id)
+    }
+
+    fn tasks(&self) -> Result<Vec<Task>, StoreError> {
+        self.inner.tasks()
+    }
+
+    fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
+        let task = self.inner.revoke_task(id, by)?;
+        self.record(Event::TaskRevoked {
+            task: task.id.clone(),
+            by: by.to_string(),
+        });
+        Ok(task)
+    }
+
+    fn extend_task(&self, id: &str, ttl: Duration, by: &str) -> Result<Task, StoreError> {
+        let task = self.inner.extend_task(id, ttl, by)?;
+        self.record(Event::TaskExtended {
+            task: task.id.clone(),
+            by: by.to_string(),
+            expires: rfc3339(task.expires_at),
+        });
+        Ok(task)
+    }
+
+    fn authenticate(&self, token: &str) -> Result<Option<Task>, StoreError> {
+        self.inner.authenticate(token)
+    }
+
+    fn charge(
+        &self,
+        task_id: &str,
+        tool: &str,
+        charge: Charge<'_>,
+    ) -> Result<Result<Task, ChargeRefusal>, StoreError> {
+        self.inner.charge(task_id, tool, charge)
+    }
+
+    fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError> {
+        let approval = self.inner.request_approval(request)?;
+        self.record(Event::ApprovalRequested {
+            approval: approval.id.clone(),
+            task: approval.task_id.clone(),
+            tool: approval.tool.clone(),
+            summary: approval.summary.clone(),
+            expires: rfc3339(approval.expires_at),
+        });
+        Ok(approval)
+    }
+
+    fn decide(
+        &self,
+        id: &str,
+        decision: Decision,
+        by: &str,
+        channel: &str,
+    ) -> Result<Approval, StoreError> {
+        let approval = self.inner.decide(id, decision, by, channel)?;
+        self.record(Event::ApprovalDecided {
+            approval: approval.id.clone(),
+            task: approval.task_id.clone(),
+            tool: approval.tool.clone(),
+            decision: approval.state.as_str().to_string(),
+            by: by.to_string(),
+            channel: channel.to_string(),
+        });
+        Ok(approval)
+    }
+
+    fn take_denial(&self, task_id: &str, binding: &str) -> Result<Option<Approval>, StoreError> {
+        self.inner.take_denial(task_id, binding)
+    }
+
+    fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
+        self.inner.approval(id)
+    }
+
+    fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError> {
+        self.inner.approvals(pending_only)
+    }
+
+    fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
+        self.inner.state_get(plugin, key)
+    }
+
+    fn state_set(
+        &self,
+        plugin: &str,
+        key: &str,
+        value: &str,
+        quota: u64,
+    ) -> Result<(), StateError> {
+        self.inner.state_set(plugin, key, value, quota)
+    }
+
+    fn state_compare_and_set(
+        &self,
+        plugin: &str,
+        key: &str,
+        expected: Option<&str>,
+        value: &str,
+        quota: u64,
+    ) -> Result<bool, StateError> {
+        self.inner
+            .state_compare_and_set(plugin, key, expected, value, quota)
+    }
+
+    fn state_delete(&self, plugin: &str, key: &str) -> Result<bool, StateError> {
+        self.inner.state_delete(plugin, key)
+    }
+
+    fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError> {
+        self.inner.state_list(plugin, prefix)
+    }
+
+    fn state_rename(&self, plugin: &str, from: &str, to: &str, by: &str) -> Result<(), StoreError> {
+        self.inner.state_rename(plugin, from, to, by)?;
+        self.record(Event::PluginStateMoved {
+            plugin: plugin.to_string(),
+            from: from.to_string(),
+            to: to.to_string(),
+            by: by.to_string(),
+        });
+        Ok(())
+    }
+}

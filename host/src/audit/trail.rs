@@ -1,0 +1,552 @@
+//! The trail on disk: append-only JSON Lines segments in `state_dir/audit/`,
+//! chained by hash, and signed checkpoints beside them.
+//!
+//! Several processes append to one trail: every stdio client spawns its own
+//! host, and the operator CLI records what it does. Each append holds an
+//! exclusive lock on `audit/.lock`, first catches up with whatever another
+//! process appended (or repairs what a crashed one half-wrote), then writes.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use ed25519_dalek::SigningKey;
+use serde_json::{Map, Value, json};
+
+use super::record::{self, GENESIS, MAX_RECORD_BYTES};
+use super::{AuditError, key};
+
+pub const AUDIT_DIR: &str = "audit";
+pub const CHECKPOINTS: &str = "checkpoints.jsonl";
+const LOCK: &str = ".lock";
+
+/// Where a trail lives and how it rotates.
+#[derive(Debug, Clone)]
+pub struct TrailOptions {
+    /// A segment is closed (with a checkpoint) once it reaches this size.
+    pub segment_bytes: u64,
+}
+
+impl Default for TrailOptions {
+    fn default() -> Self {
+        TrailOptions {
+            segment_bytes: 16 << 20,
+        }
+    }
+}
+
+pub fn segment_name(number: u32) -> String {
+    format!("segment-{number:06}.jsonl")
+}
+
+/// The number of a segment file, from its name.
+pub fn segment_number(name: &str) -> Option<u32> {
+    name.strip_prefix("segment-")?
+        .strip_suffix(".jsonl")?
+        .parse()
+        .ok()
+}
+
+/// The segment numbers present in `dir`, in order.
+pub fn segments(dir: &Path) -> Result<Vec<u32>, AuditError> {
+    let io = |source| AuditError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut numbers = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        if let Some(n) = entry.file_name().to_str().and_then(segment_number) {
+            numbers.push(n);
+        }
+    }
+    numbers.sort_unstable();
+    Ok(numbers)
+}
+
+/// UTC, microseconds: the time written into records and checkpoints.
+pub fn timestamp(at: SystemTime) -> String {
+    humantime::format_rfc3339_micros(at).to_string()
+}
+
+/// What an append wrote.
+#[derive(Debug, Clone, Copy)]
+pub struct Appended {
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+/// A trail opened for appending by this process.
+pub struct Trail {
+    dir: PathBuf,
+    lock: File,
+    key: SigningKey,
+    options: TrailOptions,
+    segment: u32,
+    file: File,
+    /// Bytes of `file` this process knows of, and the inode, to notice
+    /// another process's appends or a replaced file.
+    len: u64,
+    inode: u64,
+    seq: u64,
+    head: String,
+    /// Set after a failed write: the in-memory head may not match the disk.
+    stale: bool,
+    checkpointed: u64,
+}
+
+impl Trail {
+    /// Opens (or starts) the trail under `state_dir`, repairing a
+    /// half-written last line left by a crash.
+    pub fn open(state_dir: &Path, options: TrailOptions) -> Result<Trail, AuditError> {
+        let dir = state_dir.join(AUDIT_DIR);
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| AuditError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+        let lock_path = dir.join(LOCK);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|source| AuditError::Io {
+                path: lock_path.clone(),
+                source,
+            })?;
+        lock.lock().map_err(|source| AuditError::Io {
+            path: lock_path.clone(),
+            source,
+        })?;
+        let opened = Self::open_locked(state_dir, dir, lock, options);
+        if let Ok(trail) = &opened {
+            let _ = trail.lock.unlock();
+        }
+        opened
+    }
+
+    fn open_locked(
+        state_dir: &Path,
+        dir: PathBuf,
+        lock: File,
+        options: TrailOptions,
+    ) -> Result<Trail, AuditError> {
+        let key = key::load_or_create(state_dir)?;
+        let segment = segments(&dir)?.last().copied().unwrap_or(1);
+        let (file, len, inode) = open_segment(&dir, segment)?;
+        let mut trail = Trail {
+            dir,
+            lock,
+            key,
+            options,
+            segment,
+            file,
+            len,
+            inode,
+            seq: 0,
+            head: GENESIS.to_string(),
+            stale: true,
+            checkpointed: 0,
+        };
+        if let Some(repair) = trail.catch_up()? {
+            trail.write_batch(&[repair], true)?;
+        }
+        trail.checkpointed = trail.seq;
+        Ok(trail)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn public_key(&self) -> ed25519_dalek::VerifyingKey {
+        self.key.verifying_key()
+    }
+
+    /// Appends `events` in order; with `durable`, they are on disk when this
+    /// returns. Rotates the segment once it is full.
+    pub fn append(
+        &mut self,
+        events: &[Map<String, Value>],
+        durable: bool,
+    ) -> Result<Appended, AuditError> {
+        self.lock_exclusive()?;
+        let result = self.append_locked(events, durable);
+        let _ = self.lock.unlock();
+        if result.is_err() {
+            self.stale = true;
+        }
+        result
+    }
+
+    fn append_locked(
+        &mut self,
+        events: &[Map<String, Value>],
+        durable: bool,
+    ) -> Result<Appended, AuditError> {
+        if let Some(repair) = self.catch_up()? {
+            self.write_batch(&[repair], true)?;
+        }
+        let appended = self.write_batch(events, durable)?;
+        if self.len >= self.options.segment_bytes {
+            self.rotate()?;
+        }
+        Ok(appended)
+    }
+
+    /// Signs a checkpoint of the current head, if anything was appended
+    /// since the last one this process wrote.
+    pub fn checkpoint(&mut self) -> Result<(), AuditError> {
+        self.lock_exclusive()?;
+        let result = self.catch_up().and_then(|repair| {
+            if let Some(repair) = repair {
+                self.write_batch(&[repair], true)?;
+            }
+            if self.seq == self.checkpointed {
+                return Ok(());
+            }
+            self.sync_segment()?;
+            self.write_checkpoint()
+        });
+        let _ = self.lock.unlock();
+        result
+    }
+
+    fn lock_exclusive(&self) -> Result<(), AuditError> {
+        self.lock.lock().map_err(|source| AuditError::Io {
+            path: self.dir.join(LOCK),
+            source,
+        })
+    }
+
+    /// Brings `seq` and `head` up to what is on disk: another process may
+    /// have appended or rotated, or a crash may have left half a line.
+    /// Returns the record that reports a repair, to be written first.
+    fn catch_up(&mut self) -> Result<Option<Map<String, Value>>, AuditError> {
+        let mut moved = false;
+        while self.dir.join(segment_name(self.segment + 1)).exists() {
+            self.segment += 1;
+            moved = true;
+        }
+        let path = self.dir.join(segment_name(self.segment));
+        let meta = match fs::metadata(&path) {
+            Ok(meta) => meta,
+            Err(source) if source.kind() == std::io::ErrorKind::NotFound && !moved => {
+                return Err(AuditError::Vanished { path });
+            }
+            Err(source) => return Err(AuditError::Io { path, source }),
+        };
+        if !moved && !self.stale && meta.len() == self.len && meta.ino() == self.inode {
+            return Ok(None);
+        }
+        if moved || meta.ino() != self.inode {
+            if !moved && self.seq > 0 {
+                // This process wrote records into a file that is no longer
+                // there: someone replaced the trail under it.
+                return Err(AuditError::Vanished { path });
+            }
+            let (file, len, inode) = open_segment(&self.dir, self.segment)?;
+            self.file = file;
+            self.len = len;
+            self.inode = inode;
+        }
+        let repair = self.repair_torn_tail()?;
+        let (seq, head) = self.last_record()?;
+        self.seq = seq;
+        self.head = head;
+        self.stale = false;
+        Ok(repair)
+    }
+
+    /// A line without its newline can only be a crash mid-write (appends
+    /// hold the lock): its bytes are saved beside the trail, cut from the
+    /// segment, and reported in a record, never dropped silently.
+    fn repair_torn_tail(&mut self) -> Result<Option<Map<String, Value>>, AuditError> {
+        let path = self.dir.join(segment_name(self.segment));
+        let io = |source| AuditError::Io {
+            path: path.clone(),
+            source,
+        };
+        let len = self.file.metadata().map_err(io)?.len();
+        self.len = len;
+        if len == 0 {
+            return Ok(None);
+        }
+        let tail = read_tail(&mut self.file, len).map_err(io)?;
+        if tail.last() == Some(&b'\n') {
+            return Ok(None);
+        }
+        let torn_at = tail
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map(|i| len - tail.len() as u64 + i as u64 + 1)
+            .unwrap_or(0);
+        if len - torn_at > 2 * MAX_RECORD_BYTES as u64 {
+            return Err(AuditError::Corrupt {
+                path,
+                reason: format!("its last {} bytes end in no newline", len - torn_at),
+            });
+        }
+        let torn = tail[tail.len() - (len - torn_at) as usize..].to_vec();
+        let saved = self
+            .dir
+            .join(format!("torn-{:06}-{torn_at}.bin", self.segment));
+        fs::write(&saved, &torn).map_err(|source| AuditError::Io {
+            path: saved.clone(),
+            source,
+        })?;
+        self.file.set_len(torn_at).map_err(io)?;
+        self.file.sync_all().map_err(io)?;
+        self.len = torn_at;
+        tracing::warn!(
+            segment = %path.display(),
+            offset = torn_at,
+            bytes = torn.len(),
+            saved = %saved.display(),
+            "the audit trail ended in a half-written record (a crash mid-write); cut it and saved its bytes"
+        );
+        let mut event = Map::new();
+        event.insert("event".into(), "audit_repaired".into());
+        event.insert("segment".into(), segment_name(self.segment).into());
+        event.insert("offset".into(), torn_at.into());
+        event.insert("bytes".into(), torn.len().into());
+        event.insert("sha256".into(), record::sha256_hex(&torn).into());
+        event.insert(
+            "saved_as".into(),
+            saved
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .into(),
+        );
+        Ok(Some(event))
+    }
+
+    /// The seq and hash of the newest record, looking back into earlier
+    /// segments when the current one is empty.
+    fn last_record(&mut self) -> Result<(u64, String), AuditError> {
+        let mut number = self.segment;
+        loop {
+            let path = self.dir.join(segment_name(number));
+            let (seq_head, empty) = if number == self.segment {
+                last_line(&mut self.file, self.len, &path)?
+            } else {
+                let mut file = File::open(&path).map_err(|source| AuditError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                let len = file
+                    .metadata()
+                    .map_err(|source| AuditError::Io {
+                        path: path.clone(),
+                        source,
+                    })?
+                    .len();
+                last_line(&mut file, len, &path)?
+            };
+            if !empty {
+                return Ok(seq_head);
+            }
+            if number <= 1 {
+                return Ok((0, GENESIS.to_string()));
+            }
+            number -= 1;
+        }
+    }
+
+    fn write_batch(
+        &mut self,
+        events: &[Map<String, Value>],
+        durable: bool,
+    ) -> Result<Appended, AuditError> {
+        let time = timestamp(SystemTime::now());
+        let first_seq = self.seq + 1;
+        let mut seq = self.seq;
+        let mut head = self.head.clone();
+        let mut buf = String::new();
+        for event in events {
+            seq += 1;
+            let line = record::line(seq, &time, &head, event.clone());
+            head = record::sha256_hex(line.as_bytes());
+            buf.push_str(&line);
+            buf.push('\n');
+        }
+        let path = self.dir.join(segment_name(self.segment));
+        let io = |source| AuditError::Io {
+            path: path.clone(),
+            source,
+        };
+        self.file.write_all(buf.as_bytes()).map_err(io)?;
+        if durable {
+            self.file.sync_data().map_err(io)?;
+        }
+        self.len += buf.len() as u64;
+        self.seq = seq;
+        self.head = head;
+        Ok(Appended {
+            first_seq,
+            last_seq: seq,
+        })
+    }
+
+    /// Flushes what was written to disk.
+    pub fn sync(&mut self) -> Result<(), AuditError> {
+        self.sync_segment()
+    }
+
+    fn sync_segment(&self) -> Result<(), AuditError> {
+        self.file.sync_data().map_err(|source| AuditError::Io {
+            path: self.dir.join(segment_name(self.segment)),
+            source,
+        })
+    }
+
+    /// Closes the full segment with a checkpoint and starts the next.
+    fn rotate(&mut self) -> Result<(), AuditError> {
+        self.sync_segment()?;
+        self.write_checkpoint()?;
+        let next = self.segment + 1;
+        let path = self.dir.join(segment_name(next));
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| AuditError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        sync_dir(&self.dir)?;
+        self.inode = file
+            .metadata()
+            .map_err(|source| AuditError::Io { path, source })?
+            .ino();
+        self.file = file;
+        self.segment = next;
+        self.len = 0;
+        Ok(())
+    }
+
+    fn write_checkpoint(&mut self) -> Result<(), AuditError> {
+        let time = timestamp(SystemTime::now());
+        let body = json!({
+            "seq": self.seq,
+            "head": self.head,
+            "time": time,
+            "segment": segment_name(self.segment),
+        });
+        let signature = key::sign(&self.key, checkpoint_message(&body).as_bytes());
+        let mut line = body;
+        line["sig"] = signature.into();
+        let path = self.dir.join(CHECKPOINTS);
+        let io = |source| AuditError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io)?;
+        // A checkpoint half-written by a crash signs nothing: cut it so the
+        // next one starts on a line of its own.
+        let len = file.metadata().map_err(io)?.len();
+        if len > 0 {
+            let tail = read_tail(&mut file, len).map_err(io)?;
+            if tail.last() != Some(&b'\n') {
+                let keep = tail
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(len - tail.len() as u64, |i| {
+                        len - tail.len() as u64 + i as u64 + 1
+                    });
+                file.set_len(keep).map_err(io)?;
+            }
+        }
+        file.write_all(format!("{}\n", record::canonical(&line)).as_bytes())
+            .map_err(io)?;
+        file.sync_data().map_err(io)?;
+        self.checkpointed = self.seq;
+        Ok(())
+    }
+}
+
+/// What a checkpoint's signature covers: its fields without `sig`, in
+/// canonical form, under a label that keeps the signature from meaning
+/// anything elsewhere.
+pub fn checkpoint_message(checkpoint: &Value) -> String {
+    let mut body = checkpoint.clone();
+    if let Some(map) = body.as_object_mut() {
+        map.remove("sig");
+    }
+    format!("toolhost audit checkpoint\n{}", record::canonical(&body))
+}
+
+fn open_segment(dir: &Path, number: u32) -> Result<(File, u64, u64), AuditError> {
+    let path = dir.join(segment_name(number));
+    let io = |source| AuditError::Io {
+        path: path.clone(),
+        source,
+    };
+    let created = !path.exists();
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io)?;
+    if created {
+        sync_dir(dir)?;
+    }
+    let meta = file.metadata().map_err(io)?;
+    Ok((file, meta.len(), meta.ino()))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), AuditError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| AuditError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })
+}
+
+/// Up to two records' worth of bytes from the end of a file.
+fn read_tail(file: &mut File, len: u64) -> std::io::Result<Vec<u8>> {
+    let window = len.min(2 * MAX_RECORD_BYTES as u64 + 2);
+    let mut handle = &*file;
+    handle.seek(SeekFrom::Start(len - window))?;
+    let mut buf = vec![0; window as usize];
+    handle.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+/// `((seq, hash), empty)` of the last complete line of a segment.
+fn last_line(file: &mut File, len: u64, path: &Path) -> Result<((u64, String), bool), AuditError> {
+    if len == 0 {
+        return Ok(((0, GENESIS.to_string()), true));
+    }
+    let tail = read_tail(file, len).map_err(|source| AuditError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let body = tail.strip_suffix(b"\n").unwrap_or(&tail);
+    let start = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let line = &body[start..];
+    let corrupt = |reason: &str| AuditError::Corrupt {
+        path: path.to_path_buf(),
+        reason: format!("its last record {reason}; run `toolhost audit verify`"),
+    };
+    let value: Value = serde_json::from_slice(line).map_err(|_| corrupt("is not JSON"))?;
+    let seq = value["seq"].as_u64().ok_or_else(|| corrupt("has no seq"))?;
+    Ok(((seq, record::sha256_hex(line)), false))
+}

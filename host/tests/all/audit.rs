@@ -1,0 +1,612 @@
+//! The audit trail: what a session leaves behind, that `verify` catches
+//! every kind of tampering, `export`'s filters, and a trail that survives
+//! `kill -9`.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::approvals::Human;
+use crate::support::*;
+
+/// The manifest's state_dir (the default, beside it).
+fn state_dir(m: &TestManifest) -> PathBuf {
+    m.path.parent().unwrap().join(".toolhost")
+}
+
+/// Segment files in order, each with its lines.
+fn segments(state: &Path) -> Vec<(PathBuf, Vec<String>)> {
+    let dir = state.join("audit");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("segment-")
+        })
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let lines = text.lines().map(str::to_string).collect();
+            (path, lines)
+        })
+        .collect()
+}
+
+fn records(state: &Path) -> Vec<Value> {
+    segments(state)
+        .into_iter()
+        .flat_map(|(_, lines)| lines)
+        .map(|line| serde_json::from_str(&line).unwrap())
+        .collect()
+}
+
+/// Waits until the trail holds a record of `event` (the host writes its
+/// last records as it shuts down).
+fn wait_for(state: &Path, event: &str) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if state.join("audit").exists() {
+            let all = records(state);
+            if all.iter().any(|r| r["event"] == event) {
+                return all;
+            }
+        }
+        assert!(Instant::now() < deadline, "no {event} record in the trail");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn audit_cli(manifest: &Path, args: &[&str]) -> Output {
+    toolhost()
+        .arg("audit")
+        .args(args)
+        .arg("--manifest")
+        .arg(manifest)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A copy of a trail (segments, checkpoints, key) under a manifest of its
+/// own, edited by `edit`: the original stays intact for the next case.
+struct TrailCopy {
+    _dir: tempfile::TempDir,
+    manifest: PathBuf,
+    state: PathBuf,
+}
+
+fn copy_trail(state: &Path) -> TrailCopy {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("state");
+    std::fs::create_dir_all(copy.join("audit")).unwrap();
+    for entry in std::fs::read_dir(state.join("audit")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, copy.join("audit").join(path.file_name().unwrap())).unwrap();
+    }
+    let manifest = dir.path().join("tools-manifest.toml");
+    std::fs::write(&manifest, "[host]\nstate_dir = \"state\"\n").unwrap();
+    TrailCopy {
+        _dir: dir,
+        manifest,
+        state: copy,
+    }
+}
+
+/// Every line of a trail, in order, with the index of its segment.
+type Lines = Vec<(usize, String)>;
+
+/// Rewrites the copy's segments through `edit`.
+fn edit_lines(copy: &TrailCopy, edit: impl FnOnce(&mut Lines)) {
+    let segs = segments(&copy.state);
+    let mut lines: Lines = segs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, lines))| lines.iter().map(move |l| (i, l.clone())))
+        .collect();
+    edit(&mut lines);
+    for (i, (path, _)) in segs.iter().enumerate() {
+        let text: String = lines
+            .iter()
+            .filter(|(s, _)| *s == i)
+            .map(|(_, l)| format!("{l}\n"))
+            .collect();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+fn verify_copy(copy: &TrailCopy, key: &str) -> (i32, String) {
+    let out = audit_cli(&copy.manifest, &["verify", "--key", key]);
+    (out.status.code().unwrap(), stdout(&out))
+}
+
+/// The rows that matter of a record, for comparing sequences.
+fn row(record: &Value) -> String {
+    let event = record["event"].as_str().unwrap();
+    match event {
+        "tool_call" | "tool_call_started" => format!(
+            "{event} {} {}",
+            record["tool"].as_str().unwrap(),
+            record["outcome"].as_str().unwrap_or("-")
+        ),
+        "approval_decided" => format!(
+            "{event} {} by={}",
+            record["decision"].as_str().unwrap(),
+            record["channel"].as_str().unwrap()
+        ),
+        "plugin_loaded" | "plugin_refused" => {
+            format!("{event} {}", record["plugin"].as_str().unwrap())
+        }
+        _ => event.to_string(),
+    }
+}
+
+/// The helpdesk and notes catalog, with small segments so the session
+/// spans several of them.
+fn small_segments() -> TestManifest {
+    let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::notes()]);
+    let text = std::fs::read_to_string(&m.path).unwrap();
+    std::fs::write(&m.path, format!("[host]\naudit_segment_kib = 2\n\n{text}")).unwrap();
+    m
+}
+
+/// Opens a task, runs a scripted stdio session against it, and waits for
+/// the host to stop. Returns the task.
+async fn scripted_session(m: &TestManifest) -> OpenedTask {
+    let task = open_task(
+        m,
+        &[
+            "notes_note_save",
+            "notes_note_delete",
+            "helpdesk_ticket_close",
+        ],
+        &[],
+    );
+    let client = stdio_with(
+        m,
+        &[],
+        &[("TOOLHOST_TASK_TOKEN", task.token.as_str())],
+        Human::new(true),
+    )
+    .await;
+    let read = call_as(&client, "helpdesk_ticket_get", json!({ "key": "T-1046" })).await;
+    assert_eq!(read.is_error, Some(false));
+    // Refusals: bad arguments (a huge one, cut in the record), no grant.
+    let huge = "q".repeat(200_000);
+    let bad = call_as(&client, "helpdesk_ticket_search", json!({ "query": huge })).await;
+    assert_eq!(content(&bad)["code"], "invalid_arguments");
+    let ungranted = call_as(
+        &client,
+        "helpdesk_ticket_escalate",
+        json!({ "key": "T-1047", "team": "legal", "reason": "The customer threatens legal action." }),
+    )
+    .await;
+    assert_eq!(content(&ungranted)["code"], "not_granted");
+    let save = call_as(
+        &client,
+        "notes_note_save",
+        json!({ "slug": "plan", "title": "Plan", "body": "ship it", "tags": [] }),
+    )
+    .await;
+    assert_eq!(save.is_error, Some(false), "{:?}", content(&save));
+    // Destructive: asked for, approved by the human, then run.
+    let delete = call_as(&client, "notes_note_delete", json!({ "slug": "plan" })).await;
+    assert_eq!(delete.is_error, Some(false), "{:?}", content(&delete));
+    client.cancel().await.unwrap();
+    wait_for(&state_dir(m), "host_stopped");
+    task
+}
+
+#[tokio::test]
+async fn a_session_is_recorded_decision_by_decision_and_verifies() {
+    let m = small_segments();
+    let task = scripted_session(&m).await;
+    let state = state_dir(&m);
+    let all = records(&state);
+    let rows: Vec<String> = all.iter().map(row).collect();
+    assert_eq!(
+        rows,
+        [
+            "task_opened",
+            "host_started",
+            "plugin_loaded helpdesk",
+            "plugin_loaded notes",
+            "session_opened",
+            "tool_call helpdesk_ticket_get ok",
+            "tool_call helpdesk_ticket_search invalid_arguments",
+            "tool_call helpdesk_ticket_escalate not_granted",
+            "tool_call_started notes_note_save -",
+            "tool_call notes_note_save ok",
+            "approval_requested",
+            "tool_call notes_note_delete approval_required",
+            "approval_decided approved by=elicitation",
+            "tool_call_started notes_note_delete -",
+            "tool_call notes_note_delete ok",
+            "session_closed",
+            "host_stopped",
+        ],
+        "{all:#?}"
+    );
+    // Seq, chain and the details an auditor reads.
+    for (i, record) in all.iter().enumerate() {
+        assert_eq!(record["seq"], i as u64 + 1);
+    }
+    let session = &all[4];
+    assert_eq!(session["client"], "approving-test-client");
+    assert_eq!(session["transport"], "stdio");
+    assert_eq!(session["task"], task.id.as_str());
+    let save = &all[9];
+    assert_eq!(save["risk"], "write");
+    assert_eq!(save["task"], task.id.as_str());
+    assert_eq!(save["arguments"]["slug"], "plan");
+    assert_eq!(save["plugin"], "notes");
+    assert_eq!(save["plugin_sha256"].as_str().unwrap().len(), 64);
+    assert!(save["duration_us"].as_u64().is_some());
+    assert_eq!(all[8]["call"], save["call"]);
+    let cut = all[6]["arguments"]["query"].as_str().unwrap();
+    assert!(cut.ends_with("…[cut: 200000 bytes]"), "{cut}");
+    assert_eq!(all[11]["approval"], all[10]["approval"]);
+    assert_eq!(all[12]["approval"], all[10]["approval"]);
+    assert_eq!(all[0]["grants"].as_array().unwrap().len(), 3);
+    assert!(segments(&state).len() > 2, "2 KiB segments rotate");
+
+    let out = audit_cli(&m.path, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).starts_with("OK: 17 records"),
+        "{}",
+        stdout(&out)
+    );
+
+    // No secret in any byte of the trail: not the token, not its secret half.
+    let secret = task.token.rsplit('_').next().unwrap();
+    for entry in std::fs::read_dir(state.join("audit")).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(&task.token) && !text.contains(secret));
+    }
+}
+
+#[tokio::test]
+async fn verify_catches_every_kind_of_tampering() {
+    let m = small_segments();
+    scripted_session(&m).await;
+    let state = state_dir(&m);
+    let key = stdout(&audit_cli(&m.path, &["key"])).trim().to_string();
+    assert!(key.starts_with("ed25519:"), "{key}");
+    let copy = copy_trail(&state);
+    assert_eq!(verify_copy(&copy, &key).0, 0, "an untouched copy verifies");
+
+    let broken = |edit: &dyn Fn(&mut Lines)| {
+        let copy = copy_trail(&state);
+        edit_lines(&copy, edit);
+        verify_copy(&copy, &key)
+    };
+    let expect_broken = |(code, out): (i32, String), what: &str, says: &str| {
+        assert_eq!(code, 1, "{what}: {out}");
+        assert!(out.starts_with("BROKEN: "), "{what}: {out}");
+        assert!(out.contains(says), "{what}: expected {says:?} in {out}");
+    };
+
+    // One byte changed (a digit of a timestamp, still valid JSON).
+    expect_broken(
+        broken(&|lines| {
+            let line = &mut lines[5].1;
+            let at = line.find("\"time\":\"2").unwrap() + 9;
+            let digit = line.as_bytes()[at];
+            let other = if digit == b'0' { "1" } else { "0" };
+            line.replace_range(at..at + 1, other);
+        }),
+        "one byte changed",
+        // The next record's prev, or a checkpoint signed right after it.
+        "does not match",
+    );
+    expect_broken(
+        broken(&|lines| {
+            lines.remove(5);
+        }),
+        "a record deleted",
+        "seq 7 where 6 belongs",
+    );
+    expect_broken(
+        broken(&|lines| {
+            let a = lines[5].1.clone();
+            lines[5].1 = lines[6].1.clone();
+            lines[6].1 = a;
+        }),
+        "two records swapped",
+        "seq 7 where 6 belongs",
+    );
+    expect_broken(
+        broken(&|lines| {
+            let copy = lines[5].clone();
+            lines.insert(6, copy);
+        }),
+        "a record inserted",
+        "seq 6 where 7 belongs",
+    );
+    // A careful forger re-chains everything after an inserted record; only
+    // the signed checkpoints can tell.
+    expect_broken(
+        broken(&|lines| {
+            let mut forged: Value = serde_json::from_str(&lines[5].1).unwrap();
+            forged["outcome"] = json!("ok");
+            forged["tool"] = json!("notes_note_delete");
+            lines.insert(6, (lines[5].0, forged.to_string()));
+            let mut prev = String::new();
+            for (i, (_, line)) in lines.iter_mut().enumerate() {
+                let mut record: Value = serde_json::from_str(line).unwrap();
+                record["seq"] = json!(i + 1);
+                if i > 0 {
+                    record["prev"] = json!(prev);
+                }
+                *line = toolhost::audit::record::canonical(&record);
+                prev = toolhost::audit::record::sha256_hex(line.as_bytes());
+            }
+        }),
+        "a record inserted and the chain rebuilt",
+        "does not match the record",
+    );
+    expect_broken(
+        broken(&|lines| {
+            let keep = lines.len() - 3;
+            lines.truncate(keep);
+        }),
+        "the last 3 records cut off",
+        "records were cut off the end",
+    );
+
+    // A forged checkpoint: altered, or signed with another key.
+    let forged = copy_trail(&state);
+    let checkpoints = forged.state.join("audit/checkpoints.jsonl");
+    let text = std::fs::read_to_string(&checkpoints).unwrap();
+    let mut first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    first["seq"] = json!(first["seq"].as_u64().unwrap() + 1);
+    let rest: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&checkpoints, format!("{first}\n{rest}")).unwrap();
+    let (code, out) = verify_copy(&forged, &key);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("forged or altered checkpoint"), "{out}");
+
+    let other_key = tempfile::tempdir().unwrap();
+    let other_manifest = other_key.path().join("tools-manifest.toml");
+    std::fs::write(&other_manifest, "").unwrap();
+    let other = stdout(&audit_cli(&other_manifest, &["key"]))
+        .trim()
+        .to_string();
+    let (code, out) = verify_copy(&copy_trail(&state), &other);
+    assert_eq!(code, 1, "another key does not verify this trail: {out}");
+}
+
+#[tokio::test]
+async fn export_filters_by_time_task_tool_and_risk() {
+    let m = small_segments();
+    let task = scripted_session(&m).await;
+    let export = |args: &[&str]| -> Vec<Value> {
+        let mut all = vec!["export"];
+        all.extend(args);
+        let out = audit_cli(&m.path, &all);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    assert_eq!(export(&[]).len(), 17);
+    let by_task = export(&["--task", &task.id]);
+    assert!(by_task.iter().all(|r| r["task"] == task.id.as_str()));
+    assert_eq!(by_task.len(), 12, "{by_task:#?}");
+    let by_tool = export(&["--tool", "notes_note_delete"]);
+    assert_eq!(
+        by_tool.iter().map(row).collect::<Vec<_>>(),
+        [
+            "approval_requested",
+            "tool_call notes_note_delete approval_required",
+            "approval_decided approved by=elicitation",
+            "tool_call_started notes_note_delete -",
+            "tool_call notes_note_delete ok",
+        ]
+    );
+    let writes = export(&["--risk", "write"]);
+    assert_eq!(
+        writes.iter().map(row).collect::<Vec<_>>(),
+        [
+            "tool_call helpdesk_ticket_escalate not_granted",
+            "tool_call_started notes_note_save -",
+            "tool_call notes_note_save ok",
+        ]
+    );
+    // Time: everything is from the last minute, nothing from the future.
+    assert_eq!(export(&["--since", "1m"]).len(), 17);
+    assert_eq!(export(&["--until", "1m"]).len(), 0);
+    let middle = export(&[])[8]["time"].as_str().unwrap().to_string();
+    let later = export(&["--since", &middle]);
+    assert!(
+        later
+            .iter()
+            .all(|r| r["time"].as_str().unwrap() >= middle.as_str())
+    );
+    assert!(!later.is_empty() && later.len() < 17);
+
+    let csv = audit_cli(
+        &m.path,
+        &["export", "--format", "csv", "--tool", "notes_note_save"],
+    );
+    let csv = stdout(&csv);
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "seq,time,event,task,tool,risk,outcome,session,approval,by,detail"
+    );
+    assert_eq!(lines.count(), 2);
+    let bad = audit_cli(&m.path, &["export", "--since", "yesterday-ish"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("is not a time"));
+}
+
+#[test]
+fn a_half_written_record_is_reported_then_saved_and_recorded_on_start() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    assert!(start_and_exit(&m, &[]).success);
+    let state = state_dir(&m);
+    let (last, _) = segments(&state).pop().unwrap();
+    let torn = br#"{"event":"tool_call","seq":99,"tool":"half"#;
+    let mut bytes = std::fs::read(&last).unwrap();
+    bytes.extend_from_slice(torn);
+    std::fs::write(&last, bytes).unwrap();
+
+    let out = audit_cli(&m.path, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("half-written record"),
+        "{}",
+        stdout(&out)
+    );
+
+    assert!(start_and_exit(&m, &[]).success);
+    let all = records(&state);
+    let repair = all
+        .iter()
+        .find(|r| r["event"] == "audit_repaired")
+        .expect("the repair is recorded");
+    assert_eq!(repair["bytes"], torn.len());
+    let saved = state
+        .join("audit")
+        .join(repair["saved_as"].as_str().unwrap());
+    assert_eq!(std::fs::read(saved).unwrap(), torn);
+    let out = audit_cli(&m.path, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("half-written"));
+}
+
+#[tokio::test]
+async fn writes_are_refused_while_the_trail_cannot_be_written() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &["notes_note_save"], &[]);
+    let host = http(&m, &[]);
+    let client = connect_with(&host.url, Some(&task.token), ())
+        .await
+        .unwrap();
+    let save = |slug: &str| json!({ "slug": slug, "title": "t", "body": "b", "tags": [] });
+    let first = call_as(&client, "notes_note_save", save("before")).await;
+    assert_eq!(first.is_error, Some(false));
+
+    // The trail's folder is swapped for a file: nothing can be appended.
+    let audit = state_dir(&m).join("audit");
+    let aside = state_dir(&m).join("audit.aside");
+    std::fs::rename(&audit, &aside).unwrap();
+    std::fs::write(&audit, "not a folder").unwrap();
+    let refused = call_as(&client, "notes_note_save", save("during")).await;
+    let body = content(&refused);
+    assert_eq!(body["code"], "audit_unavailable", "{body}");
+    assert_eq!(body["retryable"], true);
+    // Reads need no record on disk first and keep working.
+    let read = call_as(&client, "notes_note_get", json!({ "slug": "before" })).await;
+    assert_eq!(read.is_error, Some(false));
+    let store = toolhost::store::SqliteStore::open(&state_dir(&m)).unwrap();
+    use toolhost::store::Store;
+    assert!(store.state_get("notes", "note/during").unwrap().is_none());
+
+    // Back in place: writes work again, and the records held meanwhile are in.
+    std::fs::remove_file(&audit).unwrap();
+    std::fs::rename(&aside, &audit).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let again = call_as(&client, "notes_note_save", save("after")).await;
+        if again.is_error == Some(false) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "writes never came back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rows: Vec<String> = records(&state_dir(&m)).iter().map(row).collect();
+    assert!(
+        rows.contains(&"tool_call notes_note_save audit_unavailable".to_string()),
+        "{rows:#?}"
+    );
+    assert!(rows.contains(&"tool_call notes_note_get ok".to_string()));
+    drop(host);
+    let out = audit_cli(&m.path, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_never_loses_an_acknowledged_write_from_the_trail() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &["notes_note_save"], &[]);
+    let state = state_dir(&m);
+    let mut acknowledged = Vec::new();
+    for run in 0..20u64 {
+        let mut host = http(&m, &[]);
+        let client = std::sync::Arc::new(
+            connect_with(&host.url, Some(&task.token), ())
+                .await
+                .unwrap(),
+        );
+        let mut writers = Vec::new();
+        for w in 0..3 {
+            let client = client.clone();
+            writers.push(tokio::spawn(async move {
+                let mut done = Vec::new();
+                for i in 0..10_000 {
+                    let slug = format!("r{run}-w{w}-n{i}");
+                    let args = json!({ "slug": slug, "title": "t", "body": "b", "tags": [] });
+                    let Value::Object(args) = args else {
+                        unreachable!()
+                    };
+                    let request = rmcp::model::CallToolRequestParams::new("notes_note_save")
+                        .with_arguments(args);
+                    let answer =
+                        tokio::time::timeout(Duration::from_secs(2), client.call_tool(request))
+                            .await;
+                    match answer {
+                        Ok(Ok(result)) if result.is_error == Some(false) => done.push(slug),
+                        _ => break,
+                    }
+                }
+                done
+            }));
+        }
+        // A different moment in every run.
+        let delay = 100 + (run * 7919) % 400;
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        host.child.kill().unwrap(); // SIGKILL
+        host.child.wait().unwrap();
+        for writer in writers {
+            acknowledged.extend(writer.await.unwrap());
+        }
+        let out = audit_cli(&m.path, &["verify"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "run {run}: the trail must verify after kill -9: {}",
+            stdout(&out)
+        );
+    }
+    assert!(acknowledged.len() > 20, "the burst wrote too little");
+    let recorded: std::collections::HashSet<String> = records(&state)
+        .iter()
+        .filter(|r| r["event"] == "tool_call" && r["outcome"] == "ok")
+        .filter_map(|r| r["arguments"]["slug"].as_str().map(str::to_string))
+        .collect();
+    for slug in &acknowledged {
+        assert!(
+            recorded.contains(slug),
+            "acknowledged write {slug} has no record"
+        );
+    }
+}
