@@ -163,7 +163,7 @@ async fn level(url: &str, token: &str, pid: u32, clients: usize, total: usize, w
                         break;
                     }
                     let t = Instant::now();
-                    call(&client, n, write).await;
+                    call(&client, clients, n, write).await;
                     samples.push(t.elapsed());
                 }
                 let _ = client.cancel().await;
@@ -188,14 +188,16 @@ async fn level(url: &str, token: &str, pid: u32, clients: usize, total: usize, w
     }
 }
 
-async fn call(client: &Client, n: usize, write: bool) {
+/// The `n`th call of the row with `clients` sessions: each write creates a
+/// note of its own; reads get the first note of the one-session row.
+async fn call(client: &Client, clients: usize, n: usize, write: bool) {
     let (tool, arguments) = if write {
         (
             "notes_note_save",
-            json!({ "slug": format!("bench-{n}"), "title": "Bench", "body": "A note.", "tags": [] }),
+            json!({ "slug": format!("bench-{clients}-{n}"), "title": "Bench", "body": "A note.", "tags": [] }),
         )
     } else {
-        ("notes_note_get", json!({ "slug": "bench-0" }))
+        ("notes_note_get", json!({ "slug": "bench-1-0" }))
     };
     let Value::Object(arguments) = arguments else {
         unreachable!()

@@ -458,9 +458,10 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
 
     if args.stdio {
         tokio::select! {
-            served = stdio::serve(host, mcp_catalog, args.max_message_bytes, task) => served?,
+            served = stdio::serve(host.clone(), mcp_catalog, args.max_message_bytes, task) => served?,
             () = stop.cancelled() => {}
         }
+        host.drain(DRAIN).await;
         return Ok(());
     }
     let addr = args.http.expect("clap requires --stdio or --http");
@@ -468,16 +469,21 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
     options.allowed_hosts.extend(args.allow_hosts);
     options.allowed_origins.extend(args.allow_origins);
     let tools = host.catalog.tools.len();
-    let server = HttpServer::bind(addr, host, mcp_catalog, options)
+    let server = HttpServer::bind(addr, host.clone(), mcp_catalog, options)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = server.local_addr()?;
     println!("toolhost serving {tools} tools at http://{bound}/mcp");
     tracing::info!(%bound, "listening");
     server.run(stop.cancelled_owned()).await?;
+    host.drain(DRAIN).await;
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How long a stopping host waits for calls still running, so their
+/// outcomes reach the audit trail.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One record per plugin: loaded (with its tools) or refused (with why).
 fn record_catalog(audit: &Audit, manifest: &Manifest, catalog: &catalog::Catalog) {
@@ -712,6 +718,12 @@ fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
                         verified.head,
                         verified.records
                     );
+                    if let Some(at) = &verified.last_signed_at {
+                        println!(
+                            "newest checkpoint: seq {} signed at {at}",
+                            verified.signed_through
+                        );
+                    }
                     let unsigned = verified.records - verified.signed_through;
                     if unsigned > 0 {
                         println!(

@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,8 @@ pub struct Toolhost {
     task_sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// Tasks whose expiry this process has recorded.
     expired: Mutex<HashSet<String>>,
+    /// Calls between their start and their outcome record.
+    in_flight: AtomicUsize,
 }
 
 impl Toolhost {
@@ -48,6 +51,23 @@ impl Toolhost {
             audit,
             task_sessions: Mutex::new(HashMap::new()),
             expired: Mutex::new(HashSet::new()),
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    /// Waits (up to `limit`) for running calls to finish, so a stopping
+    /// host records their outcomes.
+    pub async fn drain(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.in_flight.load(Ordering::Acquire) > 0 {
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    calls = self.in_flight.load(Ordering::Acquire),
+                    "stopping with calls still running; their outcomes are not recorded"
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -58,6 +78,15 @@ impl Toolhost {
             .entry(task.to_string())
             .or_insert_with(|| Arc::new(Session::new(Transport::HttpStateless)))
             .clone()
+    }
+}
+
+/// Counts a call as running until dropped, however the call ends.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -158,6 +187,8 @@ impl Toolhost {
     ) -> Result<Map<String, Value>, CallError> {
         let began = Instant::now();
         session.count_call();
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let _in_flight = InFlight(&self.in_flight);
         // MCP lets a client omit `arguments`; the schema decides if that is fine.
         let arguments = Value::Object(arguments.unwrap_or_default());
         let tool = self.catalog.tool(name);
@@ -176,13 +207,13 @@ impl Toolhost {
             outcome: None,
             retryable: None,
             duration_us: None,
-            approval: None,
+            grant: None,
         };
         let mut started = false;
         let outcome = match tool {
             None => Err(CallError::UnknownTool(name.to_string())),
             Some(tool) => {
-                self.run_checked(session, task, tool, &arguments, &record, &mut started)
+                self.run_checked(session, task, tool, &arguments, &mut record, &mut started)
                     .await
             }
         };
@@ -190,7 +221,9 @@ impl Toolhost {
             Ok(_) => "ok".into(),
             Err(e) => e.code().into_owned(),
         });
-        record.approval = outcome.as_ref().err().and_then(CallError::approval);
+        if let Some(approval) = outcome.as_ref().err().and_then(CallError::approval) {
+            record.grant = Some(format!("approval:{approval}"));
+        }
         record.duration_us = Some(began.elapsed().as_micros().try_into().unwrap_or(u64::MAX));
         if !started {
             self.audit.record(Event::ToolCall(record));
@@ -222,7 +255,7 @@ impl Toolhost {
         task: Option<&str>,
         tool: &Arc<CatalogTool>,
         arguments: &Value,
-        record: &CallRecord,
+        record: &mut CallRecord,
         started: &mut bool,
     ) -> Result<Map<String, Value>, CallError> {
         tool.input
@@ -241,13 +274,15 @@ impl Toolhost {
         if acts && !self.audit.healthy() {
             return Err(unavailable("its last write failed".into()));
         }
-        self.admit(tool, task, arguments)
+        let grant = self
+            .admit(tool, task, arguments)
             .map_err(|denial| CallError::Denied {
                 tool: tool.name.clone(),
                 risk: tool.risk,
                 denial,
                 task: task.map(str::to_string),
             })?;
+        record.grant = grant;
         if acts {
             self.audit
                 .record_durable(Event::ToolCallStarted(record.clone()))
@@ -269,15 +304,17 @@ impl Toolhost {
 
     /// Decides whether the call may run and, if it may, charges the task.
     /// A store failure refuses the call: the host never acts uncounted.
+    /// Returns what allowed a write or destructive call, for the audit
+    /// trail: `task`, `pre_approved` or `approval:<id>`.
     fn admit(
         &self,
         tool: &CatalogTool,
         task: Option<&str>,
         arguments: &Value,
-    ) -> Result<(), Denial> {
+    ) -> Result<Option<String>, Denial> {
         let Some(task) = task else {
             return match tool.risk {
-                RiskClass::Read => Ok(()),
+                RiskClass::Read => Ok(None),
                 RiskClass::Write | RiskClass::Destructive => Err(Denial::NotGranted),
             };
         };
@@ -289,7 +326,14 @@ impl Toolhost {
             _ => Charge::Write,
         };
         let refusal = match self.store.charge(task, tool.name.as_str(), charge) {
-            Ok(Ok(_)) => return Ok(()),
+            Ok(Ok(charged)) => {
+                return Ok(match (tool.risk, charged.approval) {
+                    (RiskClass::Read, _) => None,
+                    (RiskClass::Write, _) => Some("task".into()),
+                    (RiskClass::Destructive, Some(id)) => Some(format!("approval:{id}")),
+                    (RiskClass::Destructive, None) => Some("pre_approved".into()),
+                });
+            }
             Ok(Err(refusal)) => refusal,
             Err(e) => return Err(Denial::StoreUnavailable(e.to_string())),
         };
@@ -306,7 +350,7 @@ impl Toolhost {
         match (refusal, binding) {
             // Reading needs no task: a closed task leaves its sessions the
             // read access every session has.
-            (ChargeRefusal::Closed(_), _) if tool.risk == RiskClass::Read => Ok(()),
+            (ChargeRefusal::Closed(_), _) if tool.risk == RiskClass::Read => Ok(None),
             (ChargeRefusal::Closed(state), _) => Err(Denial::TaskClosed(state)),
             (ChargeRefusal::NotGranted, _) => Err(Denial::NotGranted),
             (ChargeRefusal::CallsExhausted { max_calls }, _) => {

@@ -122,9 +122,11 @@ pub struct CallRecord {
     pub retryable: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_us: Option<u64>,
-    /// The approval a destructive call used or asked for.
+    /// What allowed a write or destructive call: `task` (its grant),
+    /// `pre_approved`, or `approval:<id>` (the human decision it used, or
+    /// the one it asked for or was refused by).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub approval: Option<String>,
+    pub grant: Option<String>,
 }
 
 impl Event {

@@ -104,11 +104,22 @@ pub fn export(
             path: path.clone(),
             source,
         })?;
-        for line in BufReader::new(file).lines() {
-            let line = line.map_err(|source| AuditError::Io {
-                path: path.clone(),
-                source,
-            })?;
+        let mut reader = BufReader::new(file);
+        let mut bytes = Vec::new();
+        loop {
+            bytes.clear();
+            let read = reader
+                .read_until(b'\n', &mut bytes)
+                .map_err(|source| AuditError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+            // A line without its newline is being written, or was torn by a
+            // crash; it is no record yet.
+            if read == 0 || bytes.last() != Some(&b'\n') {
+                break;
+            }
+            let line = String::from_utf8_lossy(&bytes[..bytes.len() - 1]);
             let Ok(record) = serde_json::from_str::<Value>(&line) else {
                 continue;
             };
@@ -188,16 +199,16 @@ pub fn tail(
         })?;
         let mut reader = BufReader::new(file);
         let mut offset = 0u64;
-        let mut line = String::new();
+        let mut line = Vec::new();
         loop {
             line.clear();
             let read = reader
-                .read_line(&mut line)
+                .read_until(b'\n', &mut line)
                 .map_err(|source| AuditError::Io {
                     path: path.clone(),
                     source,
                 })?;
-            if read == 0 || !line.ends_with('\n') {
+            if read == 0 || line.last() != Some(&b'\n') {
                 break;
             }
             offset += read as u64;
@@ -205,7 +216,7 @@ pub fn tail(
                 if last.len() == count {
                     last.pop_front();
                 }
-                last.push_back(line.trim_end().to_string());
+                last.push_back(String::from_utf8_lossy(&line).trim_end().to_string());
             }
         }
         position = (number, offset);
@@ -223,14 +234,14 @@ pub fn tail(
         if let Ok(mut file) = File::open(&path) {
             let _ = file.seek(SeekFrom::Start(offset));
             let mut reader = BufReader::new(file);
-            let mut line = String::new();
+            let mut line = Vec::new();
             loop {
                 line.clear();
-                match reader.read_line(&mut line) {
+                match reader.read_until(b'\n', &mut line) {
                     // Only whole lines: a writer may be mid-append.
-                    Ok(read) if read > 0 && line.ends_with('\n') => {
+                    Ok(read) if read > 0 && line.last() == Some(&b'\n') => {
                         offset += read as u64;
-                        out.write_all(line.as_bytes()).map_err(stdout_error)?;
+                        out.write_all(&line).map_err(stdout_error)?;
                     }
                     _ => break,
                 }

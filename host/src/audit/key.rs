@@ -28,24 +28,41 @@ pub fn load_or_create(state_dir: &Path) -> Result<SigningKey, AuditError> {
         Err(AuditError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
+    // A trail signed by a key that is gone cannot be continued under a new
+    // one without every old checkpoint looking forged.
+    let audit_dir = state_dir.join(super::trail::AUDIT_DIR);
+    if !super::trail::segments(&audit_dir)?.is_empty() {
+        return Err(AuditError::Key {
+            path,
+            reason: "missing, but the audit trail beside it exists; restore the key from a backup, or move audit/ aside to start a new trail".into(),
+        });
+    }
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| AuditError::Key {
         path: path.clone(),
         reason: format!("no randomness from the OS: {e}"),
     })?;
+    // Written whole under a temporary name, then renamed: a crash leaves
+    // either no key or a complete one.
+    let temporary = state_dir.join(format!("{KEY_FILE}.tmp"));
     let io = |source| AuditError::Io {
-        path: path.clone(),
+        path: temporary.clone(),
         source,
     };
     let mut file = OpenOptions::new()
         .write(true)
-        .create_new(true)
+        .create(true)
+        .truncate(true)
         .mode(0o600)
-        .open(&path)
+        .open(&temporary)
         .map_err(io)?;
     file.write_all(format!("{}\n", hex::encode(seed)).as_bytes())
         .map_err(io)?;
     file.sync_all().map_err(io)?;
+    fs::rename(&temporary, &path).map_err(io)?;
+    fs::File::open(state_dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(io)?;
     tracing::info!(path = %path.display(), "created the audit signing key");
     Ok(SigningKey::from_bytes(&seed))
 }

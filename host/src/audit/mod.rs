@@ -195,7 +195,7 @@ impl Audit {
                 let mut trail = trail.lock().unwrap_or_else(|p| p.into_inner());
                 let appended = trail
                     .append(&[event.into_map()], true)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| e.error.to_string())?;
                 trail.checkpoint().map_err(|e| e.to_string())?;
                 Ok(appended.last_seq)
             }
@@ -327,21 +327,22 @@ fn write_loop(
                     }
                 }
                 Err(e) => {
-                    tracing::error!("audit trail not written: {e}");
-                    // Records nobody waits for are retried; a waiting
-                    // caller is told now and acts on the failure.
+                    tracing::error!(landed = e.landed, "audit trail not written: {}", e.error);
+                    // Records nobody waits for and that did not reach the
+                    // file are retried; a waiting caller is told now and
+                    // acts on the failure.
+                    let lost_marker = usize::from(dropped > 0);
                     pending = batch
                         .into_iter()
-                        .skip(usize::from(dropped > 0))
-                        .take(carried - usize::from(dropped > 0))
-                        .chain(
-                            events
-                                .iter()
-                                .zip(&acks)
-                                .filter(|(_, ack)| ack.is_none())
-                                .map(|(event, _)| event.clone()),
-                        )
+                        .enumerate()
+                        .skip(e.landed.max(lost_marker))
+                        .filter(|(i, _)| *i < carried || acks[*i - carried].is_none())
+                        .map(|(_, event)| event)
                         .collect();
+                    if e.landed > 0 {
+                        // The marker (if any) made it.
+                        dropped = 0;
+                    }
                     if pending.len() > MAX_PENDING {
                         let excess = pending.len() - MAX_PENDING;
                         pending.drain(..excess);
@@ -353,13 +354,14 @@ fn write_loop(
                 if let Some(ack) = ack {
                     ack.send(match &outcome {
                         Ok(appended) => Ok(appended.first_seq + (carried + i) as u64),
-                        Err(e) => Err(e.to_string()),
+                        Err(e) => Err(e.error.to_string()),
                     });
                 }
             }
         } else if !healthy.load(Ordering::Acquire) {
-            // Nothing to write: see whether the trail is back.
-            healthy.store(trail.checkpoint().is_ok(), Ordering::Release);
+            // Nothing to write: a real, synced record shows whether the
+            // trail is back.
+            healthy.store(trail.resume().is_ok(), Ordering::Release);
         }
         let now = Instant::now();
         if unsynced_since.is_some_and(|since| now >= since + SYNC_EVERY) {
@@ -389,6 +391,12 @@ fn write_loop(
         }
     }
     // Every handle dropped without a stop: keep what was written.
+    if !pending.is_empty() {
+        tracing::error!(
+            records = pending.len(),
+            "audit records lost: the trail could not be written"
+        );
+    }
     let _ = trail.sync();
     let _ = trail.checkpoint();
 }

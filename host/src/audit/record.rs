@@ -157,7 +157,12 @@ mod tests {
 
     #[test]
     fn canonical_is_stable_through_a_parse() {
-        let text = canonical(&json!({"x": 1.5, "n": -3, "s": "\u{1}"}));
+        let text = canonical(&json!({
+            "x": 1.5,
+            "n": -3,
+            "s": "\u{1}",
+            "floats": [0.30000000000000004, 123456.78901234567, 2.2250738585072014e-308, 1.7976931348623157e308, 5e-324]
+        }));
         let again: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(canonical(&again), text);
     }

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use super::{Audit, Event};
 use crate::store::{
-    Approval, ApprovalRequest, Charge, ChargeRefusal, Decision, NewTask, StateError, Store,
-    StoreError, Task, TaskToken, rfc3339,
+    Approval, ApprovalRequest, Charge, ChargeRefusal, Charged, Decision, NewTask, StateError,
+    Store, StoreError, Task, TaskToken, rfc3339,
 };
 
 /// A [`Store`] that records operator decisions in the audit trail.
@@ -101,7 +101,7 @@ impl Store for AuditedStore {
         task_id: &str,
         tool: &str,
         charge: Charge<'_>,
-    ) -> Result<Result<Task, ChargeRefusal>, StoreError> {
+    ) -> Result<Result<Charged, ChargeRefusal>, StoreError> {
         self.inner.charge(task_id, tool, charge)
     }
 

@@ -78,6 +78,29 @@ pub struct Appended {
     pub last_seq: u64,
 }
 
+/// An append that failed. `landed` records of the batch reached the file
+/// before the failure (they are chained and will not be written again);
+/// none of the batch is known to be synced.
+#[derive(Debug)]
+pub struct AppendError {
+    pub error: AuditError,
+    pub landed: usize,
+}
+
+impl AppendError {
+    fn before_writing(error: AuditError) -> AppendError {
+        AppendError { error, landed: 0 }
+    }
+}
+
+/// A half-written line cut from a segment: its record, and the file its
+/// bytes were saved to, which is renamed from `.pending` once the record is
+/// on disk (a crash in between is recorded at the next open).
+struct Repair {
+    event: Map<String, Value>,
+    pending: PathBuf,
+}
+
 /// A trail opened for appending by this process.
 pub struct Trail {
     dir: PathBuf,
@@ -155,11 +178,51 @@ impl Trail {
             stale: true,
             checkpointed: 0,
         };
-        if let Some(repair) = trail.catch_up()? {
-            trail.write_batch(&[repair], true)?;
-        }
+        let mut repairs = trail.unrecorded_repairs()?;
+        repairs.extend(trail.catch_up()?);
+        trail.record_repairs(repairs)?;
         trail.checkpointed = trail.seq;
         Ok(trail)
+    }
+
+    /// Repairs whose record a crash may have kept off the trail.
+    fn unrecorded_repairs(&self) -> Result<Vec<Repair>, AuditError> {
+        let mut repairs = Vec::new();
+        let entries = fs::read_dir(&self.dir).map_err(|source| AuditError::Io {
+            path: self.dir.clone(),
+            source,
+        })?;
+        for entry in entries.flatten() {
+            let pending = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(saved_as) = name.strip_suffix(".pending") else {
+                continue;
+            };
+            let bytes = fs::read(&pending).unwrap_or_default();
+            let mut event = Map::new();
+            event.insert("event".into(), "audit_repaired".into());
+            event.insert("saved_as".into(), saved_as.into());
+            event.insert("bytes".into(), bytes.len().into());
+            event.insert("sha256".into(), record::sha256_hex(&bytes).into());
+            event.insert("recorded_late".into(), true.into());
+            repairs.push(Repair { event, pending });
+        }
+        Ok(repairs)
+    }
+
+    /// Writes the records of `repairs` (synced), then marks their saved
+    /// bytes as recorded.
+    fn record_repairs(&mut self, repairs: Vec<Repair>) -> Result<(), AuditError> {
+        if repairs.is_empty() {
+            return Ok(());
+        }
+        let events: Vec<Map<String, Value>> = repairs.iter().map(|r| r.event.clone()).collect();
+        self.write_batch(&events, true).map_err(|e| e.error)?;
+        for repair in repairs {
+            let done = repair.pending.with_extension("");
+            let _ = fs::rename(&repair.pending, done);
+        }
+        sync_dir(&self.dir)
     }
 
     pub fn dir(&self) -> &Path {
@@ -176,8 +239,8 @@ impl Trail {
         &mut self,
         events: &[Map<String, Value>],
         durable: bool,
-    ) -> Result<Appended, AuditError> {
-        self.lock_exclusive()?;
+    ) -> Result<Appended, AppendError> {
+        self.lock_exclusive().map_err(AppendError::before_writing)?;
         let result = self.append_locked(events, durable);
         let _ = self.lock.unlock();
         if result.is_err() {
@@ -190,13 +253,16 @@ impl Trail {
         &mut self,
         events: &[Map<String, Value>],
         durable: bool,
-    ) -> Result<Appended, AuditError> {
-        if let Some(repair) = self.catch_up()? {
-            self.write_batch(&[repair], true)?;
-        }
+    ) -> Result<Appended, AppendError> {
+        let repair = self.catch_up().map_err(AppendError::before_writing)?;
+        self.record_repairs(repair.into_iter().collect())
+            .map_err(AppendError::before_writing)?;
         let appended = self.write_batch(events, durable)?;
-        if self.len >= self.options.segment_bytes {
-            self.rotate()?;
+        if self.len >= self.options.segment_bytes
+            && let Err(e) = self.rotate()
+        {
+            // The records are written; only the rotation waits.
+            tracing::error!("audit segment not rotated (retried at the next append): {e}");
         }
         Ok(appended)
     }
@@ -206,9 +272,7 @@ impl Trail {
     pub fn checkpoint(&mut self) -> Result<(), AuditError> {
         self.lock_exclusive()?;
         let result = self.catch_up().and_then(|repair| {
-            if let Some(repair) = repair {
-                self.write_batch(&[repair], true)?;
-            }
+            self.record_repairs(repair.into_iter().collect())?;
             if self.seq == self.checkpointed {
                 return Ok(());
             }
@@ -217,6 +281,14 @@ impl Trail {
         });
         let _ = self.lock.unlock();
         result
+    }
+
+    /// Whether the trail takes writes again after a failure: appends and
+    /// syncs a record saying so.
+    pub fn resume(&mut self) -> Result<(), AuditError> {
+        let mut event = Map::new();
+        event.insert("event".into(), "audit_resumed".into());
+        self.append(&[event], true).map(|_| ()).map_err(|e| e.error)
     }
 
     fn lock_exclusive(&self) -> Result<(), AuditError> {
@@ -229,7 +301,7 @@ impl Trail {
     /// Brings `seq` and `head` up to what is on disk: another process may
     /// have appended or rotated, or a crash may have left half a line.
     /// Returns the record that reports a repair, to be written first.
-    fn catch_up(&mut self) -> Result<Option<Map<String, Value>>, AuditError> {
+    fn catch_up(&mut self) -> Result<Option<Repair>, AuditError> {
         let mut moved = false;
         while self.dir.join(segment_name(self.segment + 1)).exists() {
             self.segment += 1;
@@ -268,7 +340,7 @@ impl Trail {
     /// A line without its newline can only be a crash mid-write (appends
     /// hold the lock): its bytes are saved beside the trail, cut from the
     /// segment, and reported in a record, never dropped silently.
-    fn repair_torn_tail(&mut self) -> Result<Option<Map<String, Value>>, AuditError> {
+    fn repair_torn_tail(&mut self) -> Result<Option<Repair>, AuditError> {
         let path = self.dir.join(segment_name(self.segment));
         let io = |source| AuditError::Io {
             path: path.clone(),
@@ -295,13 +367,26 @@ impl Trail {
             });
         }
         let torn = tail[tail.len() - (len - torn_at) as usize..].to_vec();
+        let stamp = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         let saved = self
             .dir
-            .join(format!("torn-{:06}-{torn_at}.bin", self.segment));
-        fs::write(&saved, &torn).map_err(|source| AuditError::Io {
-            path: saved.clone(),
+            .join(format!("torn-{:06}-{torn_at}-{stamp}.bin", self.segment));
+        let pending = saved.with_extension("bin.pending");
+        let save_io = |source| AuditError::Io {
+            path: pending.clone(),
             source,
-        })?;
+        };
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&pending)
+            .map_err(save_io)?;
+        file.write_all(&torn).map_err(save_io)?;
+        file.sync_all().map_err(save_io)?;
+        sync_dir(&self.dir)?;
         self.file.set_len(torn_at).map_err(io)?;
         self.file.sync_all().map_err(io)?;
         self.len = torn_at;
@@ -325,7 +410,7 @@ impl Trail {
                 .map(|n| n.to_string_lossy().into_owned())
                 .into(),
         );
-        Ok(Some(event))
+        Ok(Some(Repair { event, pending }))
     }
 
     /// The seq and hash of the newest record, looking back into earlier
@@ -364,31 +449,46 @@ impl Trail {
         &mut self,
         events: &[Map<String, Value>],
         durable: bool,
-    ) -> Result<Appended, AuditError> {
+    ) -> Result<Appended, AppendError> {
         let time = timestamp(SystemTime::now());
         let first_seq = self.seq + 1;
         let mut seq = self.seq;
         let mut head = self.head.clone();
         let mut buf = String::new();
+        let mut line_ends = Vec::with_capacity(events.len());
         for event in events {
             seq += 1;
             let line = record::line(seq, &time, &head, event.clone());
             head = record::sha256_hex(line.as_bytes());
             buf.push_str(&line);
             buf.push('\n');
+            line_ends.push(buf.len() as u64);
         }
         let path = self.dir.join(segment_name(self.segment));
         let io = |source| AuditError::Io {
             path: path.clone(),
             source,
         };
-        self.file.write_all(buf.as_bytes()).map_err(io)?;
-        if durable {
-            self.file.sync_data().map_err(io)?;
+        if let Err(source) = self.file.write_all(buf.as_bytes()) {
+            // Whole lines that made it stay (they are chained); a part line
+            // is cut and recorded by the next catch-up.
+            let now = self.file.metadata().map_or(self.len, |m| m.len());
+            let written = now.saturating_sub(self.len);
+            self.stale = true;
+            return Err(AppendError {
+                error: io(source),
+                landed: line_ends.iter().filter(|&&end| end <= written).count(),
+            });
         }
         self.len += buf.len() as u64;
         self.seq = seq;
         self.head = head;
+        if durable && let Err(source) = self.file.sync_data() {
+            return Err(AppendError {
+                error: io(source),
+                landed: events.len(),
+            });
+        }
         Ok(Appended {
             first_seq,
             last_seq: seq,
@@ -449,6 +549,7 @@ impl Trail {
             path: path.clone(),
             source,
         };
+        let created = !path.exists();
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -474,6 +575,9 @@ impl Trail {
         file.write_all(format!("{}\n", record::canonical(&line)).as_bytes())
             .map_err(io)?;
         file.sync_data().map_err(io)?;
+        if created {
+            sync_dir(&self.dir)?;
+        }
         self.checkpointed = self.seq;
         Ok(())
     }
@@ -496,7 +600,6 @@ fn open_segment(dir: &Path, number: u32) -> Result<(File, u64, u64), AuditError>
         path: path.clone(),
         source,
     };
-    let created = !path.exists();
     let file = OpenOptions::new()
         .read(true)
         .append(true)
@@ -504,9 +607,9 @@ fn open_segment(dir: &Path, number: u32) -> Result<(File, u64, u64), AuditError>
         .mode(0o600)
         .open(&path)
         .map_err(io)?;
-    if created {
-        sync_dir(dir)?;
-    }
+    // Also when another process created it: it may have died before making
+    // the new name durable.
+    sync_dir(dir)?;
     let meta = file.metadata().map_err(io)?;
     Ok((file, meta.len(), meta.ino()))
 }

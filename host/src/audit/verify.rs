@@ -25,6 +25,8 @@ pub struct Verified {
     /// A half-written last line (a crash mid-write), which the next host
     /// start cuts and reports in the trail.
     pub torn_tail: Option<(String, u64)>,
+    /// When the newest checkpoint was signed.
+    pub last_signed_at: Option<String>,
 }
 
 /// The first break found.
@@ -53,6 +55,8 @@ struct Checkpoint {
     line: usize,
     seq: u64,
     head: String,
+    segment: String,
+    time: String,
 }
 
 /// Verifies the trail under `state_dir` against `key`.
@@ -150,6 +154,20 @@ pub fn verify(
                 }
             }
         }
+        // A segment is closed only after a checkpoint of its last record
+        // was signed, so a closed one without it lost records at its end.
+        if !last_segment
+            && !checkpoints
+                .iter()
+                .any(|c| c.seq == seq && c.segment == name)
+        {
+            return Ok(Err(Broken {
+                file: name,
+                line: lines.len(),
+                seq,
+                why: "a closed segment whose last record no checkpoint signs: records were cut from its end".into(),
+            }));
+        }
     }
     if let Some(checkpoint) = next_checkpoint.next() {
         return Ok(Err(Broken {
@@ -168,6 +186,7 @@ pub fn verify(
         checkpoints: checkpoints.len(),
         head,
         signed_through: checkpoints.last().map_or(0, |c| c.seq),
+        last_signed_at: checkpoints.last().map(|c| c.time.clone()),
         torn_tail,
     }))
 }
@@ -227,6 +246,8 @@ fn read_checkpoints(
             line: i + 1,
             seq,
             head: head.to_string(),
+            segment: value["segment"].as_str().unwrap_or_default().to_string(),
+            time: value["time"].as_str().unwrap_or_default().to_string(),
         });
     }
     Ok(Ok(checkpoints))

@@ -131,6 +131,16 @@ pub enum Charge<'a> {
     Destructive { binding: &'a str },
 }
 
+/// A call the task paid for.
+#[derive(Debug, Clone)]
+pub struct Charged {
+    /// The task after the charge.
+    pub task: Task,
+    /// The approval a destructive call used up; `None` when the task
+    /// pre-approved the tool, and for other calls.
+    pub approval: Option<String>,
+}
+
 /// Why a task cannot pay for a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChargeRefusal {
@@ -315,7 +325,7 @@ pub trait Store: Send + Sync {
         task_id: &str,
         tool: &str,
         charge: Charge<'_>,
-    ) -> Result<Result<Task, ChargeRefusal>, StoreError>;
+    ) -> Result<Result<Charged, ChargeRefusal>, StoreError>;
 
     /// A pending (or approved, unused) approval for the same binding, or a
     /// new pending one.

@@ -16,8 +16,8 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use super::token::{self, TaskToken};
 use super::{
-    Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Decision, NewTask, StateError,
-    Store, StoreError, Task, TaskState, UnixSecs, now, valid_state_key,
+    Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Charged, Decision, NewTask,
+    StateError, Store, StoreError, Task, TaskState, UnixSecs, now, valid_state_key,
 };
 
 /// The file name inside `state_dir`.
@@ -433,7 +433,7 @@ impl Store for SqliteStore {
         task_id: &str,
         tool: &str,
         charge: Charge<'_>,
-    ) -> Result<Result<Task, ChargeRefusal>, StoreError> {
+    ) -> Result<Result<Charged, ChargeRefusal>, StoreError> {
         let mut conn = self.conn();
         // IMMEDIATE takes the write lock first, so the check and the charge
         // cannot interleave with another process's charge.
@@ -475,20 +475,26 @@ impl Store for SqliteStore {
                 params![task_id, at],
             )?;
         }
+        let mut approval = None;
         if let Charge::Destructive { binding } = charge
             && !task.pre_approves(tool)
         {
-            let used = tx.execute(
-                "UPDATE approval SET state = 'used', settled = 1
-                 WHERE id = (SELECT id FROM approval
-                             WHERE task_id = ?1 AND binding = ?2 AND state = 'approved'
-                               AND settled = 0 AND expires_at > ?3
-                             ORDER BY requested_at LIMIT 1)",
-                params![task_id, binding, at],
-            )?;
-            if used == 0 {
+            let used: Option<String> = tx
+                .query_row(
+                    "UPDATE approval SET state = 'used', settled = 1
+                     WHERE id = (SELECT id FROM approval
+                                 WHERE task_id = ?1 AND binding = ?2 AND state = 'approved'
+                                   AND settled = 0 AND expires_at > ?3
+                                 ORDER BY requested_at LIMIT 1)
+                     RETURNING id",
+                    params![task_id, binding, at],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if used.is_none() {
                 return Ok(Err(ChargeRefusal::ApprovalMissing));
             }
+            approval = used;
         }
         tx.execute(
             "UPDATE task SET calls_used = calls_used + 1 WHERE id = ?1",
@@ -496,7 +502,7 @@ impl Store for SqliteStore {
         )?;
         let task = load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
         tx.commit()?;
-        Ok(Ok(task))
+        Ok(Ok(Charged { task, approval }))
     }
 
     fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError> {

@@ -255,8 +255,13 @@ async fn a_session_is_recorded_decision_by_decision_and_verifies() {
     assert_eq!(all[8]["call"], save["call"]);
     let cut = all[6]["arguments"]["query"].as_str().unwrap();
     assert!(cut.ends_with("…[cut: 200000 bytes]"), "{cut}");
-    assert_eq!(all[11]["approval"], all[10]["approval"]);
+    // The destructive call names the human decision it asked for and used.
+    let approval = format!("approval:{}", all[10]["approval"].as_str().unwrap());
+    assert_eq!(all[11]["grant"], approval.as_str());
     assert_eq!(all[12]["approval"], all[10]["approval"]);
+    assert_eq!(all[13]["grant"], approval.as_str());
+    assert_eq!(all[14]["grant"], approval.as_str());
+    assert_eq!(save["grant"], "task");
     assert_eq!(all[0]["grants"].as_array().unwrap().len(), 3);
     assert!(segments(&state).len() > 2, "2 KiB segments rotate");
 
@@ -298,51 +303,64 @@ async fn verify_catches_every_kind_of_tampering() {
         assert!(out.contains(says), "{what}: expected {says:?} in {out}");
     };
 
+    // A record with neighbours in its own segment, so that each edit below
+    // is caught by the chain itself rather than by a segment's checkpoint.
+    let segment_of: Vec<usize> = segments(&state)
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, lines))| std::iter::repeat_n(i, lines.len()))
+        .collect();
+    let at = (1..segment_of.len() - 2)
+        .find(|&i| {
+            segment_of[i - 1] == segment_of[i]
+                && segment_of[i + 1] == segment_of[i + 2]
+                && segment_of[i] == segment_of[i + 1]
+        })
+        .expect("a segment with four records");
+    let (this, next) = (at + 1, at + 2);
+
     // One byte changed (a digit of a timestamp, still valid JSON).
     expect_broken(
         broken(&|lines| {
-            let line = &mut lines[5].1;
+            let line = &mut lines[at].1;
             let at = line.find("\"time\":\"2").unwrap() + 9;
             let digit = line.as_bytes()[at];
             let other = if digit == b'0' { "1" } else { "0" };
             line.replace_range(at..at + 1, other);
         }),
         "one byte changed",
-        // The next record's prev, or a checkpoint signed right after it.
-        "does not match",
+        &format!("(seq {next}): prev does not match"),
     );
     expect_broken(
         broken(&|lines| {
-            lines.remove(5);
+            lines.remove(at);
         }),
         "a record deleted",
-        "seq 7 where 6 belongs",
+        &format!("seq {next} where {this} belongs"),
     );
     expect_broken(
         broken(&|lines| {
-            let a = lines[5].1.clone();
-            lines[5].1 = lines[6].1.clone();
-            lines[6].1 = a;
+            lines.swap(at, at + 1);
         }),
         "two records swapped",
-        "seq 7 where 6 belongs",
+        &format!("seq {next} where {this} belongs"),
     );
     expect_broken(
         broken(&|lines| {
-            let copy = lines[5].clone();
-            lines.insert(6, copy);
+            let copy = lines[at].clone();
+            lines.insert(at + 1, copy);
         }),
         "a record inserted",
-        "seq 6 where 7 belongs",
+        &format!("seq {this} where {next} belongs"),
     );
     // A careful forger re-chains everything after an inserted record; only
     // the signed checkpoints can tell.
     expect_broken(
         broken(&|lines| {
-            let mut forged: Value = serde_json::from_str(&lines[5].1).unwrap();
+            let mut forged: Value = serde_json::from_str(&lines[at].1).unwrap();
             forged["outcome"] = json!("ok");
             forged["tool"] = json!("notes_note_delete");
-            lines.insert(6, (lines[5].0, forged.to_string()));
+            lines.insert(at + 1, (lines[at].0, forged.to_string()));
             let mut prev = String::new();
             for (i, (_, line)) in lines.iter_mut().enumerate() {
                 let mut record: Value = serde_json::from_str(line).unwrap();
@@ -357,13 +375,28 @@ async fn verify_catches_every_kind_of_tampering() {
         "a record inserted and the chain rebuilt",
         "does not match the record",
     );
+    // From the last segment (cutting into a closed one is caught as well,
+    // by its missing end checkpoint).
+    let in_last = segments(&state).last().unwrap().1.len().min(3);
+    assert!(in_last > 0);
     expect_broken(
         broken(&|lines| {
-            let keep = lines.len() - 3;
+            let keep = lines.len() - in_last;
             lines.truncate(keep);
         }),
-        "the last 3 records cut off",
+        "the last records cut off",
         "records were cut off the end",
+    );
+    expect_broken(
+        broken(&|lines| {
+            let last_segment = lines.last().unwrap().0;
+            lines.retain(|(segment, _)| *segment != last_segment);
+            let closed = lines.last().unwrap().0;
+            let end = lines.iter().rposition(|(s, _)| *s == closed).unwrap();
+            lines.remove(end);
+        }),
+        "the end of a closed segment cut off",
+        "records were cut from its end",
     );
 
     // A forged checkpoint: altered, or signed with another key.
@@ -609,4 +642,20 @@ async fn kill_9_never_loses_an_acknowledged_write_from_the_trail() {
             "acknowledged write {slug} has no record"
         );
     }
+}
+
+#[test]
+fn a_lost_signing_key_is_not_silently_replaced() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    assert!(start_and_exit(&m, &[]).success);
+    std::fs::remove_file(state_dir(&m).join("audit.key")).unwrap();
+    // A new key would make every earlier checkpoint look forged.
+    let exit = start_and_exit(&m, &[]);
+    assert!(!exit.success);
+    assert!(
+        exit.stderr
+            .contains("missing, but the audit trail beside it exists"),
+        "{}",
+        exit.stderr
+    );
 }
