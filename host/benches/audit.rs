@@ -66,17 +66,16 @@ async fn main() {
         let _ = std::fs::remove_dir_all(scratch);
         let scratch_manifest = scratch_manifest(&root, &manifest, scratch);
         let token = open_task(&binary, &scratch_manifest, &["notes_note_save"]);
-        let (mut host, url) = start(&binary, &scratch_manifest);
+        let (host, url) = start(&binary, &scratch_manifest);
         for clients in [1, 16] {
             for write in [true, false] {
                 let kind = if write { "granted writes" } else { "reads" };
-                let mut row = level(&url, &token, host.id(), clients, calls, write).await;
+                let mut row = level(&url, &token, host.0.id(), clients, calls, write).await;
                 row.name = format!("{kind}, {clients} concurrent, state on {place}");
                 rows.push(row);
             }
         }
-        let _ = host.kill();
-        let _ = host.wait();
+        drop(host);
         let _ = std::fs::remove_dir_all(scratch);
     }
 
@@ -114,7 +113,17 @@ async fn main() {
     .unwrap();
 }
 
-fn start(binary: &Path, manifest: &Path) -> (Child, String) {
+/// The host, killed when dropped (also when a failed call ends the bench).
+struct Host(Child);
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(binary: &Path, manifest: &Path) -> (Host, String) {
     let mut host = Command::new(binary)
         .args(["serve", "--http", "127.0.0.1:0", "--manifest"])
         .arg(manifest)
@@ -131,7 +140,7 @@ fn start(binary: &Path, manifest: &Path) -> (Child, String) {
         .find(|w| w.starts_with("http://"))
         .expect("the host prints its URL")
         .to_string();
-    (host, url)
+    (Host(host), url)
 }
 
 async fn connect(url: &str, token: &str) -> Client {

@@ -22,6 +22,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use rmcp::model::{ErrorCode, ProtocolVersion};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -126,7 +127,14 @@ impl HttpServer {
     /// Serves until `stop` resolves, then closes sessions and connections.
     pub async fn run(self, stop: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
         let shutdown = self.shutdown.clone();
-        axum::serve(self.listener, self.router)
+        // A keep-alive client sends its next request only after the answer:
+        // Nagle would hold the answer's last segment for a delayed ACK.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("TCP_NODELAY not set: {e}");
+            }
+        });
+        axum::serve(listener, self.router)
             .with_graceful_shutdown(async move {
                 stop.await;
                 shutdown.cancel();

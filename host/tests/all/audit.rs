@@ -486,6 +486,29 @@ async fn export_filters_by_time_task_tool_and_risk() {
         "seq,time,event,task,tool,risk,outcome,session,approval,by,detail"
     );
     assert_eq!(lines.count(), 2);
+    // tail: the newest records, then (with -f) each new one as it lands.
+    let tail = stdout(&audit_cli(&m.path, &["tail", "-n", "2"]));
+    let last: Vec<Value> = tail
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(last.len(), 2);
+    assert_eq!(last[1]["event"], "host_stopped");
+    let mut follow = toolhost()
+        .args(["audit", "tail", "-n", "0", "-f", "--manifest"])
+        .arg(&m.path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(follow.stdout.take().unwrap());
+    cli(&m, &["task", "revoke", &task.id]);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut lines, &mut line).unwrap();
+    let _ = follow.kill();
+    let _ = follow.wait();
+    let revoked: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(revoked["event"], "task_revoked");
+
     let bad = audit_cli(&m.path, &["export", "--since", "yesterday-ish"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("is not a time"));
@@ -537,6 +560,14 @@ async fn writes_are_refused_while_the_trail_cannot_be_written() {
     let save = |slug: &str| json!({ "slug": slug, "title": "t", "body": "b", "tags": [] });
     let first = call_as(&client, "notes_note_save", save("before")).await;
     assert_eq!(first.is_error, Some(false));
+    // The HTTP session is on record with its client and task.
+    let opened = records(&state_dir(&m))
+        .into_iter()
+        .find(|r| r["event"] == "session_opened")
+        .expect("session_opened");
+    assert_eq!(opened["transport"], "http");
+    assert_eq!(opened["task"], task.id.as_str());
+    assert!(opened["client"].as_str().is_some_and(|c| !c.is_empty()));
 
     // The trail's folder is swapped for a file: nothing can be appended.
     let audit = state_dir(&m).join("audit");
@@ -658,4 +689,42 @@ fn a_lost_signing_key_is_not_silently_replaced() {
         "{}",
         exit.stderr
     );
+}
+
+#[tokio::test]
+async fn revocation_extension_and_expiry_are_recorded_with_who_did_them() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &["notes_note_save"], &[]);
+    let client = stdio_with(&m, &[], &[("TOOLHOST_TASK_TOKEN", task.token.as_str())], ()).await;
+    cli(&m, &["task", "extend", &task.id, "--ttl", "1s"]);
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let save = json!({ "slug": "late", "title": "t", "body": "b", "tags": [] });
+    let late = call_as(&client, "notes_note_save", save).await;
+    assert_eq!(content(&late)["code"], "grant_expired");
+    cli(&m, &["task", "revoke", &task.id]);
+    client.cancel().await.unwrap();
+    let all = wait_for(&state_dir(&m), "host_stopped");
+    let of_task: Vec<&Value> = all
+        .iter()
+        .filter(|r| r["task"] == task.id.as_str())
+        .collect();
+    let events: Vec<&str> = of_task
+        .iter()
+        .map(|r| r["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "task_opened",
+            "session_opened",
+            "task_extended",
+            "task_expired",
+            "tool_call",
+            "task_revoked"
+        ],
+        "{of_task:#?}"
+    );
+    assert!(of_task[2]["by"].as_str().unwrap().starts_with("cli:"));
+    assert!(of_task[5]["by"].as_str().unwrap().starts_with("cli:"));
+    assert_eq!(of_task[4]["outcome"], "grant_expired");
 }
