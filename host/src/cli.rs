@@ -457,12 +457,12 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
     }
 
     if args.stdio {
-        tokio::select! {
-            served = stdio::serve(host.clone(), mcp_catalog, args.max_message_bytes, task) => served?,
-            () = stop.cancelled() => {}
-        }
+        let served = tokio::select! {
+            served = stdio::serve(host.clone(), mcp_catalog, args.max_message_bytes, task) => served,
+            () = stop.cancelled() => Ok(()),
+        };
         host.drain(DRAIN).await;
-        return Ok(());
+        return served.map_err(Into::into);
     }
     let addr = args.http.expect("clap requires --stdio or --http");
     let mut options = HttpOptions::loopback(args.max_message_bytes);
@@ -475,8 +475,9 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
     let bound = server.local_addr()?;
     println!("toolhost serving {tools} tools at http://{bound}/mcp");
     tracing::info!(%bound, "listening");
-    server.run(stop.cancelled_owned()).await?;
+    let served = server.run(stop.cancelled_owned()).await;
     host.drain(DRAIN).await;
+    served?;
     tracing::info!("stopped");
     Ok(())
 }

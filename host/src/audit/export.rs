@@ -53,8 +53,8 @@ pub enum Format {
 }
 
 /// Columns of the CSV export; every other field goes into `detail`.
-const COLUMNS: [&str; 10] = [
-    "seq", "time", "event", "task", "tool", "risk", "outcome", "session", "approval", "by",
+const COLUMNS: [&str; 11] = [
+    "seq", "time", "event", "task", "tool", "risk", "outcome", "grant", "session", "approval", "by",
 ];
 
 /// Parses a time bound: RFC 3339 (`2026-11-30T08:00:00Z`), a date

@@ -31,7 +31,9 @@ pub fn load_or_create(state_dir: &Path) -> Result<SigningKey, AuditError> {
     // A trail signed by a key that is gone cannot be continued under a new
     // one without every old checkpoint looking forged.
     let audit_dir = state_dir.join(super::trail::AUDIT_DIR);
-    if !super::trail::segments(&audit_dir)?.is_empty() {
+    if audit_dir.join(super::trail::CHECKPOINTS).exists()
+        || !super::trail::segments(&audit_dir)?.is_empty()
+    {
         return Err(AuditError::Key {
             path,
             reason: "missing, but the audit trail beside it exists; restore the key from a backup, or move audit/ aside to start a new trail".into(),

@@ -303,20 +303,34 @@ fn write_loop(
                 }
             }
         }
+        let mut stop_failed = None;
         if !events.is_empty() || !pending.is_empty() {
-            let carried = pending.len();
-            let mut batch = std::mem::take(&mut pending);
+            // Written ahead of what waits: that the trail is back after a
+            // failure, and how many records were dropped meanwhile.
+            let recovering = !healthy.load(Ordering::Acquire);
+            let mut batch = Vec::new();
+            if recovering {
+                let mut resumed = Map::new();
+                resumed.insert("event".into(), "audit_resumed".into());
+                batch.push(resumed);
+            }
             if dropped > 0 {
                 let mut lost = Map::new();
                 lost.insert("event".into(), "audit_records_lost".into());
                 lost.insert("records".into(), dropped.into());
-                batch.insert(0, lost);
+                batch.push(lost);
             }
-            let carried = carried + usize::from(dropped > 0);
+            let prefix = batch.len();
+            batch.append(&mut pending);
+            let carried = batch.len();
             batch.extend(events.iter().cloned());
-            let durable = stop.is_some() || acks.iter().any(Option::is_some);
+            // A recovery counts only once it is synced.
+            let durable = recovering || stop.is_some() || acks.iter().any(Option::is_some);
             let outcome = trail.append(&batch, durable);
             healthy.store(outcome.is_ok(), Ordering::Release);
+            if let (Some(_), Err(e)) = (&stop, &outcome) {
+                stop_failed = Some(e.error.to_string());
+            }
             match &outcome {
                 Ok(_) => {
                     dropped = 0;
@@ -331,16 +345,15 @@ fn write_loop(
                     // Records nobody waits for and that did not reach the
                     // file are retried; a waiting caller is told now and
                     // acts on the failure.
-                    let lost_marker = usize::from(dropped > 0);
+                    // The prefix is made afresh for the next try.
                     pending = batch
                         .into_iter()
                         .enumerate()
-                        .skip(e.landed.max(lost_marker))
+                        .skip(e.landed.max(prefix))
                         .filter(|(i, _)| *i < carried || acks[*i - carried].is_none())
                         .map(|(_, event)| event)
                         .collect();
-                    if e.landed > 0 {
-                        // The marker (if any) made it.
+                    if e.landed >= prefix {
                         dropped = 0;
                     }
                     if pending.len() > MAX_PENDING {
@@ -380,6 +393,10 @@ fn write_loop(
             next_checkpoint = now + checkpoint_every;
         }
         if let Some(done) = stop {
+            if let Some(e) = &stop_failed {
+                let _ = done.send(Err(e.clone()));
+                return;
+            }
             if !pending.is_empty() {
                 tracing::error!(
                     records = pending.len(),

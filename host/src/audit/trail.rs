@@ -118,6 +118,8 @@ pub struct Trail {
     /// Set after a failed write: the in-memory head may not match the disk.
     stale: bool,
     checkpointed: u64,
+    /// Repairs made whose record could not be written yet.
+    unrecorded: Vec<Repair>,
 }
 
 impl Trail {
@@ -177,9 +179,16 @@ impl Trail {
             head: GENESIS.to_string(),
             stale: true,
             checkpointed: 0,
+            unrecorded: Vec::new(),
         };
-        let mut repairs = trail.unrecorded_repairs()?;
-        repairs.extend(trail.catch_up()?);
+        // The tail first: a crash may have saved its bytes but not cut them,
+        // and the repair then reuses that `.pending` file.
+        let mut repairs: Vec<Repair> = trail.catch_up()?.into_iter().collect();
+        for repair in trail.unrecorded_repairs()? {
+            if !repairs.iter().any(|r| r.pending == repair.pending) {
+                repairs.push(repair);
+            }
+        }
         trail.record_repairs(repairs)?;
         trail.checkpointed = trail.seq;
         Ok(trail)
@@ -212,15 +221,29 @@ impl Trail {
 
     /// Writes the records of `repairs` (synced), then marks their saved
     /// bytes as recorded.
+    /// Kept for the next append if the write fails.
     fn record_repairs(&mut self, repairs: Vec<Repair>) -> Result<(), AuditError> {
+        let mut repairs = repairs;
+        repairs.splice(0..0, std::mem::take(&mut self.unrecorded));
         if repairs.is_empty() {
             return Ok(());
         }
         let events: Vec<Map<String, Value>> = repairs.iter().map(|r| r.event.clone()).collect();
-        self.write_batch(&events, true).map_err(|e| e.error)?;
+        if let Err(e) = self.write_batch(&events, true) {
+            if e.landed < repairs.len() {
+                self.unrecorded = repairs.split_off(e.landed);
+            }
+            return Err(e.error);
+        }
         for repair in repairs {
+            // `torn-….bin.pending` → `torn-….bin`
             let done = repair.pending.with_extension("");
-            let _ = fs::rename(&repair.pending, done);
+            if let Err(e) = fs::rename(&repair.pending, &done) {
+                tracing::error!(
+                    "{} stays marked pending ({e}); its repair may be recorded again",
+                    repair.pending.display()
+                );
+            }
         }
         sync_dir(&self.dir)
     }
@@ -367,20 +390,30 @@ impl Trail {
             });
         }
         let torn = tail[tail.len() - (len - torn_at) as usize..].to_vec();
+        // A crash after saving these bytes but before cutting them left
+        // their `.pending` file: reuse it rather than save them twice.
+        let prefix = format!("torn-{:06}-{torn_at}-", self.segment);
+        let earlier = fs::read_dir(&self.dir).ok().and_then(|entries| {
+            entries.flatten().map(|e| e.path()).find(|p| {
+                p.file_name()
+                    .map(|n| n.to_string_lossy())
+                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".bin.pending"))
+            })
+        });
         let stamp = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let saved = self
-            .dir
-            .join(format!("torn-{:06}-{torn_at}-{stamp}.bin", self.segment));
-        let pending = saved.with_extension("bin.pending");
+        let pending =
+            earlier.unwrap_or_else(|| self.dir.join(format!("{prefix}{stamp}.bin.pending")));
+        let saved = pending.with_extension("");
         let save_io = |source| AuditError::Io {
             path: pending.clone(),
             source,
         };
         let mut file = OpenOptions::new()
             .write(true)
-            .create_new(true)
+            .create(true)
+            .truncate(true)
             .mode(0o600)
             .open(&pending)
             .map_err(save_io)?;

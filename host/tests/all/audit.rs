@@ -483,7 +483,7 @@ async fn export_filters_by_time_task_tool_and_risk() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "seq,time,event,task,tool,risk,outcome,session,approval,by,detail"
+        "seq,time,event,task,tool,risk,outcome,grant,session,approval,by,detail"
     );
     assert_eq!(lines.count(), 2);
     // tail: the newest records, then (with -f) each new one as it lands.
@@ -603,6 +603,7 @@ async fn writes_are_refused_while_the_trail_cannot_be_written() {
         "{rows:#?}"
     );
     assert!(rows.contains(&"tool_call notes_note_get ok".to_string()));
+    assert!(rows.contains(&"audit_resumed".to_string()), "{rows:#?}");
     drop(host);
     let out = audit_cli(&m.path, &["verify"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
