@@ -56,6 +56,7 @@ lint:
 # HTTP, and what the audit trail's fsync costs a write; `just bench --quick`
 # for a smoke run.
 bench *args: build
+    cargo bench -p toolhost --bench floor -- {{args}}
     cargo bench -p toolhost --bench stdio -- {{args}}
     cargo bench -p toolhost --bench http -- {{args}}
     cargo bench -p toolhost --bench audit -- {{args}}

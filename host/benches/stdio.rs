@@ -5,8 +5,9 @@
 //! spawn → `initialize` answered, the first call (which creates the session's
 //! instance), and steady-state calls (p50/p99 latency, server CPU per call
 //! from the process's own CPU time), without a task and in a session bound
-//! to a task (every call then checks and charges the task in the store).
-//! `--quick` runs fewer calls.
+//! to a task (every call then checks and charges the task in the store),
+//! and with 4, 16 and 64 requests in flight on one session (calls/s, latency,
+//! server CPU per call). `--quick` runs fewer calls.
 
 // The table on stdout is this program's output.
 #![allow(clippy::print_stdout)]
@@ -57,6 +58,16 @@ fn main() {
     }
     let _ = std::fs::remove_dir_all(&scratch);
 
+    // Several requests in flight on one stdio session: a client that does
+    // not wait for each answer before sending the next request.
+    let mut pipelined = Vec::new();
+    for depth in [4, 16, 64] {
+        pipelined.push((
+            depth,
+            measure_in_flight(&binary, &manifest, calls * runs, depth),
+        ));
+    }
+
     let rows = [
         ("spawn → initialize answered", summary(&mut startup)),
         (
@@ -82,12 +93,38 @@ fn main() {
     for (name, (p50, p99)) in &rows {
         println!("| {name} | {} | {} |", micros(*p50), micros(*p99));
     }
-    let results: Value = rows
+    println!();
+    println!(
+        "| stdio, {} calls in flight | calls/s | p50 | p99 | server CPU/call |",
+        calls * runs
+    );
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for (depth, run) in &mut pipelined {
+        let (p50, p99) = summary(&mut run.latencies);
+        println!(
+            "| {depth} in flight | {:.0} | {} | {} | {} |",
+            run.calls_per_sec,
+            micros(p50),
+            micros(p99),
+            micros(run.cpu_per_call)
+        );
+    }
+    let mut results: Vec<Value> = rows
         .iter()
         .map(|(name, (p50, p99))| {
             json!({ "name": name, "p50_us": p50.as_secs_f64() * 1e6, "p99_us": p99.as_secs_f64() * 1e6 })
         })
         .collect();
+    for (depth, run) in &mut pipelined {
+        let (p50, p99) = summary(&mut run.latencies);
+        results.push(json!({
+            "name": format!("{depth} in flight"),
+            "calls_per_sec": run.calls_per_sec,
+            "p50_us": p50.as_secs_f64() * 1e6,
+            "p99_us": p99.as_secs_f64() * 1e6,
+            "server_cpu_per_call_us": run.cpu_per_call.as_secs_f64() * 1e6,
+        }));
+    }
     let out = root.join("target/bench");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(
@@ -96,6 +133,50 @@ fn main() {
             .unwrap(),
     )
     .unwrap();
+}
+
+/// `depth` requests kept in flight: each answer is followed at once by a
+/// new request.
+struct Pipelined {
+    latencies: Vec<Duration>,
+    calls_per_sec: f64,
+    cpu_per_call: Duration,
+}
+
+fn measure_in_flight(binary: &Path, manifest: &Path, calls: usize, depth: usize) -> Pipelined {
+    let mut peer = Peer::spawn(binary, manifest, None);
+    let get = json!({ "name": "helpdesk_ticket_get", "arguments": { "key": "T-1041" } });
+    // The session instance exists before the clock starts.
+    peer.request("tools/call", get.clone());
+    let mut sent_at = std::collections::HashMap::with_capacity(depth);
+    let mut latencies = Vec::with_capacity(calls);
+    let cpu_before = cpu_time(peer.child.id());
+    let started = Instant::now();
+    let mut sent = 0;
+    while sent < depth.min(calls) {
+        sent_at.insert(peer.send("tools/call", get.clone()), Instant::now());
+        sent += 1;
+    }
+    while latencies.len() < calls {
+        let id = peer.receive();
+        let at = sent_at
+            .remove(&id)
+            .expect("an answer to a request in flight");
+        latencies.push(at.elapsed());
+        if sent < calls {
+            sent_at.insert(peer.send("tools/call", get.clone()), Instant::now());
+            sent += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    let cpu = cpu_time(peer.child.id()) - cpu_before;
+    drop(peer.stdin);
+    peer.child.wait().unwrap();
+    Pipelined {
+        calls_per_sec: calls as f64 / elapsed.as_secs_f64(),
+        cpu_per_call: cpu / calls as u32,
+        latencies,
+    }
 }
 
 struct Run {
@@ -113,6 +194,59 @@ struct Peer {
 }
 
 impl Peer {
+    /// Starts a host on stdio and completes the handshake.
+    fn spawn(binary: &Path, manifest: &Path, token: Option<&str>) -> Peer {
+        let mut command = Command::new(binary);
+        if let Some(token) = token {
+            command.env("TOOLHOST_TASK_TOKEN", token);
+        }
+        let mut child = command
+            .args(["serve", "--stdio", "--manifest"])
+            .arg(manifest)
+            .env("TOOLHOST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut peer = Peer {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next_id: 0,
+        };
+        peer.request(
+            "initialize",
+            json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "bench", "version": "0" } }),
+        );
+        peer.notify("notifications/initialized");
+        peer
+    }
+
+    /// Sends a request without waiting; returns its id.
+    fn send(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+        id
+    }
+
+    /// The id of the next answer, which must be a success.
+    fn receive(&mut self) -> u64 {
+        let mut reply = String::new();
+        loop {
+            reply.clear();
+            self.stdout.read_line(&mut reply).unwrap();
+            let value: Value = serde_json::from_str(&reply).expect("a JSON-RPC line");
+            if let Some(id) = value["id"].as_u64() {
+                assert_eq!(value["result"]["isError"], false, "{value}");
+                return id;
+            }
+        }
+    }
+
     fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
@@ -143,31 +277,8 @@ impl Peer {
 
 fn measure(binary: &Path, manifest: &Path, calls: usize, token: Option<&str>) -> Run {
     let started = Instant::now();
-    let mut command = Command::new(binary);
-    if let Some(token) = token {
-        command.env("TOOLHOST_TASK_TOKEN", token);
-    }
-    let mut child = command
-        .args(["serve", "--stdio", "--manifest"])
-        .arg(manifest)
-        .env("TOOLHOST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut peer = Peer {
-        stdin: child.stdin.take().unwrap(),
-        stdout: BufReader::new(child.stdout.take().unwrap()),
-        child,
-        next_id: 0,
-    };
-    peer.request(
-        "initialize",
-        json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "bench", "version": "0" } }),
-    );
+    let mut peer = Peer::spawn(binary, manifest, token);
     let startup = started.elapsed();
-    peer.notify("notifications/initialized");
 
     let get = json!({ "name": "helpdesk_ticket_get", "arguments": { "key": "T-1041" } });
     let t = Instant::now();
