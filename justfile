@@ -52,9 +52,9 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# Latency and throughput of the example catalog over stdio and Streamable
-# HTTP, and what the audit trail's fsync costs a write; `just bench --quick`
-# for a smoke run.
+# The in-process floor, latency and throughput of the example catalog over
+# stdio and Streamable HTTP, and what the audit trail's fsync costs a write;
+# `just bench --quick` for a smoke run.
 bench *args: build
     cargo bench -p toolhost --bench floor -- {{args}}
     cargo bench -p toolhost --bench stdio -- {{args}}

@@ -16,14 +16,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{Setup, cpu_time, micros, open_task, scratch_manifest, summary};
+use common::{
+    HttpHost, Row, Setup, cpu_time, open_task, print_rows, save, scratch_manifest, summary,
+};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
@@ -32,14 +32,6 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Value, json};
 
 type Client = RunningService<RoleClient, ()>;
-
-struct Row {
-    name: String,
-    calls_per_sec: f64,
-    p50: Duration,
-    p99: Duration,
-    cpu_per_call: Duration,
-}
 
 #[tokio::main]
 async fn main() {
@@ -66,11 +58,12 @@ async fn main() {
         let _ = std::fs::remove_dir_all(scratch);
         let scratch_manifest = scratch_manifest(&root, &manifest, scratch);
         let token = open_task(&binary, &scratch_manifest, &["notes_note_save"]);
-        let (host, url) = start(&binary, &scratch_manifest);
+        let host = HttpHost::start(&binary, &scratch_manifest);
         for clients in [1, 16] {
             for write in [true, false] {
                 let kind = if write { "granted writes" } else { "reads" };
-                let mut row = level(&url, &token, host.0.id(), clients, calls, write).await;
+                let mut row =
+                    level(&host.url, &token, host.child.id(), clients, calls, write).await;
                 row.name = format!("{kind}, {clients} concurrent, state on {place}");
                 rows.push(row);
             }
@@ -79,68 +72,13 @@ async fn main() {
         let _ = std::fs::remove_dir_all(scratch);
     }
 
-    println!("| audit trail, {calls} calls per row | calls/s | p50 | p99 | server CPU/call |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    for row in &rows {
-        println!(
-            "| {} | {:.0} | {} | {} | {} |",
-            row.name,
-            row.calls_per_sec,
-            micros(row.p50),
-            micros(row.p99),
-            micros(row.cpu_per_call)
-        );
-    }
-    let results: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            json!({
-                "name": r.name,
-                "calls_per_sec": r.calls_per_sec,
-                "p50_us": r.p50.as_secs_f64() * 1e6,
-                "p99_us": r.p99.as_secs_f64() * 1e6,
-                "server_cpu_per_call_us": r.cpu_per_call.as_secs_f64() * 1e6,
-            })
-        })
-        .collect();
-    let out = root.join("target/bench");
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(
-        out.join("audit.json"),
-        serde_json::to_string_pretty(&json!({ "calls_per_row": calls, "results": results }))
-            .unwrap(),
-    )
-    .unwrap();
-}
-
-/// The host, killed when dropped (also when a failed call ends the bench).
-struct Host(Child);
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(binary: &Path, manifest: &Path) -> (Host, String) {
-    let mut host = Command::new(binary)
-        .args(["serve", "--http", "127.0.0.1:0", "--manifest"])
-        .arg(manifest)
-        .env("TOOLHOST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(host.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("the host prints its URL")
-        .to_string();
-    (Host(host), url)
+    print_rows(&format!("audit trail, {calls} calls per row"), &rows);
+    let results: Vec<Value> = rows.iter().map(Row::json).collect();
+    save(
+        &root,
+        "audit.json",
+        &json!({ "calls_per_row": calls, "results": results }),
+    );
 }
 
 async fn connect(url: &str, token: &str) -> Client {

@@ -18,7 +18,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Setup, micros, scratch_manifest, summary};
+use common::{Setup, micros, save, scratch_manifest, summary};
 use serde_json::{Value, json};
 use toolhost::catalog;
 use toolhost::manifest::Manifest;
@@ -88,12 +88,9 @@ async fn main() {
             json!({ "name": name, "p50_us": p50.as_secs_f64() * 1e6, "p99_us": p99.as_secs_f64() * 1e6 })
         })
         .collect();
-    let out = root.join("target/bench");
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(
-        out.join("floor.json"),
-        serde_json::to_string_pretty(&json!({ "iterations": iterations, "results": results }))
-            .unwrap(),
-    )
-    .unwrap();
+    save(
+        &root,
+        "floor.json",
+        &json!({ "iterations": iterations, "results": results }),
+    );
 }

@@ -15,11 +15,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{Setup, cpu_time, micros};
+use common::{HttpHost, Row, Setup, cpu_time, print_rows, save};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
@@ -40,77 +38,28 @@ async fn main() {
         manifest,
     } = Setup::find();
 
-    let mut host = Command::new(&binary)
-        .args(["serve", "--http", "127.0.0.1:0", "--manifest"])
-        .arg(&manifest)
-        .env("TOOLHOST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(host.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("the host prints its URL")
-        .to_string();
+    let host = HttpHost::start(&binary, &manifest);
+    let url = host.url.clone();
 
     let mut rows = Vec::new();
     for stateless in [false, true] {
         for clients in CONCURRENCY {
-            let row = level(&url, host.id(), clients, calls_per_level, stateless).await;
+            let row = level(&url, host.child.id(), clients, calls_per_level, stateless).await;
             rows.push(row);
         }
     }
-    let _ = host.kill();
-    let _ = host.wait();
+    drop(host);
 
-    println!(
-        "| Streamable HTTP, {calls_per_level} calls per row | calls/s | p50 | p99 | server CPU/call |"
+    print_rows(
+        &format!("Streamable HTTP, {calls_per_level} calls per row"),
+        &rows,
     );
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    for row in &rows {
-        println!(
-            "| {} | {:.0} | {} | {} | {} |",
-            row.name,
-            row.calls_per_sec,
-            micros(row.p50),
-            micros(row.p99),
-            micros(row.cpu_per_call)
-        );
-    }
-    let results: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            json!({
-                "name": r.name,
-                "calls_per_sec": r.calls_per_sec,
-                "p50_us": r.p50.as_secs_f64() * 1e6,
-                "p99_us": r.p99.as_secs_f64() * 1e6,
-                "server_cpu_per_call_us": r.cpu_per_call.as_secs_f64() * 1e6,
-            })
-        })
-        .collect();
-    let out = root.join("target/bench");
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(
-        out.join("http.json"),
-        serde_json::to_string_pretty(
-            &json!({ "calls_per_row": calls_per_level, "results": results }),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-}
-
-struct Row {
-    name: String,
-    calls_per_sec: f64,
-    p50: Duration,
-    p99: Duration,
-    cpu_per_call: Duration,
+    let results: Vec<Value> = rows.iter().map(Row::json).collect();
+    save(
+        &root,
+        "http.json",
+        &json!({ "calls_per_row": calls_per_level, "results": results }),
+    );
 }
 
 async fn connect(url: &str, stateless: bool) -> Client {

@@ -19,7 +19,9 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Setup, cpu_time, micros, open_task, scratch_manifest, summary};
+use common::{
+    Row, Setup, cpu_time, micros, open_task, print_rows, save, scratch_manifest, summary,
+};
 use serde_json::{Value, json};
 
 fn main() {
@@ -60,13 +62,10 @@ fn main() {
 
     // Several requests in flight on one stdio session: a client that does
     // not wait for each answer before sending the next request.
-    let mut pipelined = Vec::new();
-    for depth in [4, 16, 64] {
-        pipelined.push((
-            depth,
-            measure_in_flight(&binary, &manifest, calls * runs, depth),
-        ));
-    }
+    let pipelined: Vec<Row> = [4, 16, 64]
+        .into_iter()
+        .map(|depth| measure_in_flight(&binary, &manifest, calls * runs, depth))
+        .collect();
 
     let rows = [
         ("spawn → initialize answered", summary(&mut startup)),
@@ -94,56 +93,24 @@ fn main() {
         println!("| {name} | {} | {} |", micros(*p50), micros(*p99));
     }
     println!();
-    println!(
-        "| stdio, {} calls in flight | calls/s | p50 | p99 | server CPU/call |",
-        calls * runs
-    );
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    for (depth, run) in &mut pipelined {
-        let (p50, p99) = summary(&mut run.latencies);
-        println!(
-            "| {depth} in flight | {:.0} | {} | {} | {} |",
-            run.calls_per_sec,
-            micros(p50),
-            micros(p99),
-            micros(run.cpu_per_call)
-        );
-    }
+    print_rows(&format!("stdio, {} calls", calls * runs), &pipelined);
     let mut results: Vec<Value> = rows
         .iter()
         .map(|(name, (p50, p99))| {
             json!({ "name": name, "p50_us": p50.as_secs_f64() * 1e6, "p99_us": p99.as_secs_f64() * 1e6 })
         })
         .collect();
-    for (depth, run) in &mut pipelined {
-        let (p50, p99) = summary(&mut run.latencies);
-        results.push(json!({
-            "name": format!("{depth} in flight"),
-            "calls_per_sec": run.calls_per_sec,
-            "p50_us": p50.as_secs_f64() * 1e6,
-            "p99_us": p99.as_secs_f64() * 1e6,
-            "server_cpu_per_call_us": run.cpu_per_call.as_secs_f64() * 1e6,
-        }));
-    }
-    let out = root.join("target/bench");
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(&json!({ "runs": runs, "calls": calls, "results": results }))
-            .unwrap(),
-    )
-    .unwrap();
+    results.extend(pipelined.iter().map(Row::json));
+    save(
+        &root,
+        "results.json",
+        &json!({ "runs": runs, "calls": calls, "results": results }),
+    );
 }
 
 /// `depth` requests kept in flight: each answer is followed at once by a
 /// new request.
-struct Pipelined {
-    latencies: Vec<Duration>,
-    calls_per_sec: f64,
-    cpu_per_call: Duration,
-}
-
-fn measure_in_flight(binary: &Path, manifest: &Path, calls: usize, depth: usize) -> Pipelined {
+fn measure_in_flight(binary: &Path, manifest: &Path, calls: usize, depth: usize) -> Row {
     let mut peer = Peer::spawn(binary, manifest, None);
     let get = json!({ "name": "helpdesk_ticket_get", "arguments": { "key": "T-1041" } });
     // The session instance exists before the clock starts.
@@ -172,10 +139,13 @@ fn measure_in_flight(binary: &Path, manifest: &Path, calls: usize, depth: usize)
     let cpu = cpu_time(peer.child.id()) - cpu_before;
     drop(peer.stdin);
     peer.child.wait().unwrap();
-    Pipelined {
+    let (p50, p99) = summary(&mut latencies);
+    Row {
+        name: format!("{depth} in flight"),
         calls_per_sec: calls as f64 / elapsed.as_secs_f64(),
+        p50,
+        p99,
         cpu_per_call: cpu / calls as u32,
-        latencies,
     }
 }
 

@@ -56,43 +56,12 @@ impl std::fmt::Display for Denial {
 /// serialised (object keys sorted), hashed. The same call with any other
 /// argument value has another binding and needs its own approval.
 pub fn approval_binding(tool: &str, arguments: &Value) -> String {
-    let mut canonical = String::new();
-    write_canonical(arguments, &mut canonical);
+    let canonical = crate::audit::record::canonical(arguments);
     let mut hash = Sha256::new();
     hash.update(tool.as_bytes());
     hash.update([0]);
     hash.update(canonical.as_bytes());
     hex::encode(hash.finalize())
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
 }
 
 /// The action restated for the human: the tool's title, what it does (the

@@ -4,11 +4,12 @@
 // Each benchmark program uses a different part of this module.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// What every benchmark runs against: the repository root, the release
 /// binary (`just bench` builds it; the programs build nothing) and the
@@ -99,4 +100,88 @@ pub fn summary(samples: &mut [Duration]) -> (Duration, Duration) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
     (at(0.5), at(0.99))
+}
+
+/// A `toolhost serve --http` on a free loopback port, killed when dropped
+/// (also when a failed call ends the benchmark).
+pub struct HttpHost {
+    pub child: Child,
+    pub url: String,
+}
+
+impl HttpHost {
+    pub fn start(binary: &Path, manifest: &Path) -> HttpHost {
+        let mut child = Command::new(binary)
+            .args(["serve", "--http", "127.0.0.1:0", "--manifest"])
+            .arg(manifest)
+            .env("TOOLHOST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .expect("the host prints its URL")
+            .to_string();
+        HttpHost { child, url }
+    }
+}
+
+impl Drop for HttpHost {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One measured load: throughput, latency and the server's CPU per call.
+pub struct Row {
+    pub name: String,
+    pub calls_per_sec: f64,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub cpu_per_call: Duration,
+}
+
+impl Row {
+    pub fn json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "calls_per_sec": self.calls_per_sec,
+            "p50_us": self.p50.as_secs_f64() * 1e6,
+            "p99_us": self.p99.as_secs_f64() * 1e6,
+            "server_cpu_per_call_us": self.cpu_per_call.as_secs_f64() * 1e6,
+        })
+    }
+}
+
+/// Prints `rows` as a markdown table headed by `title`.
+pub fn print_rows(title: &str, rows: &[Row]) {
+    println!("| {title} | calls/s | p50 | p99 | server CPU/call |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for row in rows {
+        println!(
+            "| {} | {:.0} | {} | {} | {} |",
+            row.name,
+            row.calls_per_sec,
+            micros(row.p50),
+            micros(row.p99),
+            micros(row.cpu_per_call)
+        );
+    }
+}
+
+/// Writes `results` to `target/bench/<file>`.
+pub fn save(root: &Path, file: &str, results: &Value) {
+    let out = root.join("target/bench");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(
+        out.join(file),
+        serde_json::to_string_pretty(results).unwrap(),
+    )
+    .unwrap();
 }

@@ -106,19 +106,13 @@ pub fn export(
         })?;
         let mut reader = BufReader::new(file);
         let mut bytes = Vec::new();
-        loop {
-            bytes.clear();
-            let read = reader
-                .read_until(b'\n', &mut bytes)
-                .map_err(|source| AuditError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-            // A line without its newline is being written, or was torn by a
-            // crash; it is no record yet.
-            if read == 0 || bytes.last() != Some(&b'\n') {
-                break;
-            }
+        while next_line(&mut reader, &mut bytes)
+            .map_err(|source| AuditError::Io {
+                path: path.clone(),
+                source,
+            })?
+            .is_some()
+        {
             let line = String::from_utf8_lossy(&bytes[..bytes.len() - 1]);
             let Ok(record) = serde_json::from_str::<Value>(&line) else {
                 continue;
@@ -140,6 +134,15 @@ pub fn export(
         Sink::Lines(out) => out.flush().map_err(stdout_error)?,
     }
     Ok(written)
+}
+
+/// Reads the next whole line, newline included, and returns its length;
+/// `None` at the end, or before a line without its newline, which a writer
+/// is still appending or a crash tore (it is no record yet).
+fn next_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Option<usize>> {
+    line.clear();
+    let read = reader.read_until(b'\n', line)?;
+    Ok((read > 0 && line.last() == Some(&b'\n')).then_some(read))
 }
 
 enum Sink<'a> {
@@ -200,17 +203,12 @@ pub fn tail(
         let mut reader = BufReader::new(file);
         let mut offset = 0u64;
         let mut line = Vec::new();
-        loop {
-            line.clear();
-            let read = reader
-                .read_until(b'\n', &mut line)
-                .map_err(|source| AuditError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-            if read == 0 || line.last() != Some(&b'\n') {
-                break;
-            }
+        while let Some(read) =
+            next_line(&mut reader, &mut line).map_err(|source| AuditError::Io {
+                path: path.clone(),
+                source,
+            })?
+        {
             offset += read as u64;
             if count > 0 {
                 if last.len() == count {
@@ -235,16 +233,9 @@ pub fn tail(
             let _ = file.seek(SeekFrom::Start(offset));
             let mut reader = BufReader::new(file);
             let mut line = Vec::new();
-            loop {
-                line.clear();
-                match reader.read_until(b'\n', &mut line) {
-                    // Only whole lines: a writer may be mid-append.
-                    Ok(read) if read > 0 && line.last() == Some(&b'\n') => {
-                        offset += read as u64;
-                        out.write_all(&line).map_err(stdout_error)?;
-                    }
-                    _ => break,
-                }
+            while let Ok(Some(read)) = next_line(&mut reader, &mut line) {
+                offset += read as u64;
+                out.write_all(&line).map_err(stdout_error)?;
             }
             out.flush().map_err(stdout_error)?;
         }

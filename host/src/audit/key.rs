@@ -2,14 +2,14 @@
 //! and keeps it in `state_dir/audit.key` (mode 0600); operators copy the
 //! public half (`toolhost audit key`) somewhere the host cannot write.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 
 use super::AuditError;
+use super::trail::{sync_dir, write_private};
 
 const KEY_FILE: &str = "audit.key";
 /// How a public key is written for people: `ed25519:<64 hex>`.
@@ -51,20 +51,9 @@ pub fn load_or_create(state_dir: &Path) -> Result<SigningKey, AuditError> {
         path: temporary.clone(),
         source,
     };
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)
-        .map_err(io)?;
-    file.write_all(format!("{}\n", hex::encode(seed)).as_bytes())
-        .map_err(io)?;
-    file.sync_all().map_err(io)?;
+    write_private(&temporary, format!("{}\n", hex::encode(seed)).as_bytes()).map_err(io)?;
     fs::rename(&temporary, &path).map_err(io)?;
-    fs::File::open(state_dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(io)?;
+    sync_dir(state_dir)?;
     tracing::info!(path = %path.display(), "created the audit signing key");
     Ok(SigningKey::from_bytes(&seed))
 }

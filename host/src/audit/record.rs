@@ -20,8 +20,9 @@ const MAX_ITEMS: usize = 64;
 /// Nesting deeper than this is replaced by a marker.
 const MAX_DEPTH: usize = 16;
 
-/// The one serialisation that is hashed: compact JSON with object keys in
-/// byte order at every level. Written here rather than left to serde_json's
+/// The one serialisation that is hashed, by the trail and by approval
+/// bindings (`policy`): compact JSON with object keys in byte order at every
+/// level. Written here rather than left to serde_json's
 /// map order, which a feature flag anywhere in the build could change.
 pub fn canonical(value: &Value) -> String {
     let mut out = String::new();

@@ -248,14 +248,6 @@ impl Trail {
         sync_dir(&self.dir)
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    pub fn public_key(&self) -> ed25519_dalek::VerifyingKey {
-        self.key.verifying_key()
-    }
-
     /// Appends `events` in order; with `durable`, they are on disk when this
     /// returns. Rotates the segment once it is full.
     pub fn append(
@@ -378,11 +370,7 @@ impl Trail {
         if tail.last() == Some(&b'\n') {
             return Ok(None);
         }
-        let torn_at = tail
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map(|i| len - tail.len() as u64 + i as u64 + 1)
-            .unwrap_or(0);
+        let torn_at = after_last_newline(&tail, len);
         if len - torn_at > 2 * MAX_RECORD_BYTES as u64 {
             return Err(AuditError::Corrupt {
                 path,
@@ -410,15 +398,7 @@ impl Trail {
             path: pending.clone(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&pending)
-            .map_err(save_io)?;
-        file.write_all(&torn).map_err(save_io)?;
-        file.sync_all().map_err(save_io)?;
+        write_private(&pending, &torn).map_err(save_io)?;
         sync_dir(&self.dir)?;
         self.file.set_len(torn_at).map_err(io)?;
         self.file.sync_all().map_err(io)?;
@@ -596,13 +576,7 @@ impl Trail {
         if len > 0 {
             let tail = read_tail(&mut file, len).map_err(io)?;
             if tail.last() != Some(&b'\n') {
-                let keep = tail
-                    .iter()
-                    .rposition(|&b| b == b'\n')
-                    .map_or(len - tail.len() as u64, |i| {
-                        len - tail.len() as u64 + i as u64 + 1
-                    });
-                file.set_len(keep).map_err(io)?;
+                file.set_len(after_last_newline(&tail, len)).map_err(io)?;
             }
         }
         file.write_all(format!("{}\n", record::canonical(&line)).as_bytes())
@@ -647,7 +621,19 @@ fn open_segment(dir: &Path, number: u32) -> Result<(File, u64, u64), AuditError>
     Ok((file, meta.len(), meta.ino()))
 }
 
-fn sync_dir(dir: &Path) -> Result<(), AuditError> {
+/// Writes `bytes` to `path` (mode 0600, replacing it) and syncs them.
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+pub(super) fn sync_dir(dir: &Path) -> Result<(), AuditError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|source| AuditError::Io {
@@ -664,6 +650,15 @@ fn read_tail(file: &mut File, len: u64) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0; window as usize];
     handle.read_exact(&mut buf)?;
     Ok(buf)
+}
+
+/// The file offset just past the last newline in `tail`, the last bytes of
+/// a file of `len` bytes (the start of `tail` if it holds none).
+fn after_last_newline(tail: &[u8], len: u64) -> u64 {
+    let start = len - tail.len() as u64;
+    tail.iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(start, |i| start + i as u64 + 1)
 }
 
 /// `((seq, hash), empty)` of the last complete line of a segment.

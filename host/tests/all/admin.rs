@@ -195,32 +195,14 @@ async fn killing_the_host_mid_burst_loses_no_acknowledged_write_and_leaves_a_sou
         let client = std::sync::Arc::new(client);
         // Writers save notes as fast as they can; a side thread opens tasks
         // through the CLI at the same time; then the host is killed.
-        let mut writers = Vec::new();
-        for w in 0..4 {
-            let client = client.clone();
-            writers.push(tokio::spawn(async move {
-                let mut acknowledged = Vec::new();
-                for i in 0..10_000 {
-                    let slug = format!("r{round}-w{w}-n{i}");
-                    let args = json!({ "slug": slug, "title": "t", "body": "b", "tags": [] });
-                    let Value::Object(args) = args else {
-                        unreachable!()
-                    };
-                    let request = rmcp::model::CallToolRequestParams::new("notes_note_save")
-                        .with_arguments(args);
-                    // The client may keep retrying a dead server; a call
-                    // without an answer in time is one that was not acknowledged.
-                    let answer =
-                        tokio::time::timeout(Duration::from_secs(2), client.call_tool(request))
-                            .await;
-                    match answer {
-                        Ok(Ok(result)) if result.is_error == Some(false) => acknowledged.push(slug),
-                        _ => break,
-                    }
-                }
-                acknowledged
-            }));
-        }
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                tokio::spawn(save_until_it_fails(
+                    client.clone(),
+                    format!("r{round}-w{w}"),
+                ))
+            })
+            .collect();
         let opener = {
             let path = m.path.clone();
             std::thread::spawn(move || {

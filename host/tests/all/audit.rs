@@ -622,30 +622,9 @@ async fn kill_9_never_loses_an_acknowledged_write_from_the_trail() {
                 .await
                 .unwrap(),
         );
-        let mut writers = Vec::new();
-        for w in 0..3 {
-            let client = client.clone();
-            writers.push(tokio::spawn(async move {
-                let mut done = Vec::new();
-                for i in 0..10_000 {
-                    let slug = format!("r{run}-w{w}-n{i}");
-                    let args = json!({ "slug": slug, "title": "t", "body": "b", "tags": [] });
-                    let Value::Object(args) = args else {
-                        unreachable!()
-                    };
-                    let request = rmcp::model::CallToolRequestParams::new("notes_note_save")
-                        .with_arguments(args);
-                    let answer =
-                        tokio::time::timeout(Duration::from_secs(2), client.call_tool(request))
-                            .await;
-                    match answer {
-                        Ok(Ok(result)) if result.is_error == Some(false) => done.push(slug),
-                        _ => break,
-                    }
-                }
-                done
-            }));
-        }
+        let writers: Vec<_> = (0..3)
+            .map(|w| tokio::spawn(save_until_it_fails(client.clone(), format!("r{run}-w{w}"))))
+            .collect();
         // A different moment in every run.
         let delay = 100 + (run * 7919) % 400;
         tokio::time::sleep(Duration::from_millis(delay)).await;
@@ -728,4 +707,44 @@ async fn revocation_extension_and_expiry_are_recorded_with_who_did_them() {
     assert!(of_task[2]["by"].as_str().unwrap().starts_with("cli:"));
     assert!(of_task[5]["by"].as_str().unwrap().starts_with("cli:"));
     assert_eq!(of_task[4]["outcome"], "grant_expired");
+}
+
+#[tokio::test]
+async fn a_serving_host_signs_a_checkpoint_at_its_interval() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let text = std::fs::read_to_string(&m.path).unwrap();
+    std::fs::write(
+        &m.path,
+        format!("[host]\naudit_checkpoint_secs = 1\n\n{text}"),
+    )
+    .unwrap();
+    let host = http(&m, &[]);
+    let client = connect(&host.url).await;
+    ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1046" })).await;
+    let call_seq = records(&state_dir(&m))
+        .iter()
+        .find(|r| r["event"] == "tool_call")
+        .map(|r| r["seq"].as_u64().unwrap())
+        .expect("the call is recorded");
+    // No stop, no rotation: only the interval can sign this record.
+    let checkpoints = state_dir(&m).join("audit/checkpoints.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let signed = std::fs::read_to_string(&checkpoints)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|c| c["seq"].as_u64() >= Some(call_seq));
+        if signed {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint within the interval"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = audit_cli(&m.path, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    drop(host);
 }

@@ -499,3 +499,28 @@ pub fn content(result: &CallToolResult) -> Value {
         .clone()
         .expect("structuredContent")
 }
+
+/// Saves notes `<prefix>-n0`, `-n1`, … through `client` until a call fails
+/// or gets no answer in 2 s (the host was killed); returns the slugs whose
+/// save was acknowledged.
+pub async fn save_until_it_fails(client: std::sync::Arc<Client>, prefix: String) -> Vec<String> {
+    let mut acknowledged = Vec::new();
+    for i in 0..10_000 {
+        let slug = format!("{prefix}-n{i}");
+        let Value::Object(args) = json!({ "slug": slug, "title": "t", "body": "b", "tags": [] })
+        else {
+            unreachable!()
+        };
+        let request = CallToolRequestParams::new("notes_note_save").with_arguments(args);
+        // The client may keep retrying a dead server; a call without an
+        // answer in time is one that was not acknowledged.
+        let answer =
+            tokio::time::timeout(std::time::Duration::from_secs(2), client.call_tool(request))
+                .await;
+        match answer {
+            Ok(Ok(result)) if result.is_error == Some(false) => acknowledged.push(slug),
+            _ => break,
+        }
+    }
+    acknowledged
+}
