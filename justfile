@@ -16,26 +16,42 @@ default:
 setup:
     rustup target add wasm32-wasip2
 
-# Build the plugins (wasm32-wasip2) and the host, release; starts nothing.
+# Build the plugins (wasm32-wasip2), the host and the demo CRM, release;
+# starts nothing.
 build: setup plugins
-    cargo build --release -p toolhost
+    cargo build --release -p toolhost -p crm-upstream
     ./target/release/toolhost pin --manifest tools-manifest.toml
 
 # Build every plugin component, including the test fixtures.
 plugins:
-    cargo build --release --target wasm32-wasip2 -p helpdesk -p notes -p fixture
+    cargo build --release --target wasm32-wasip2 -p helpdesk -p notes -p crm -p fixture -p spy
 
-# The main job: serve tools-manifest.toml over Streamable HTTP on 127.0.0.1.
+# The main job: the demo CRM on 127.0.0.1:8788 and the host serving
+# tools-manifest.toml over Streamable HTTP, with a fresh demo secret that
+# only the CRM and the host's secret store get.
 run addr="127.0.0.1:8787": build
-    ./target/release/toolhost serve --manifest tools-manifest.toml --http {{addr}}
+    #!/usr/bin/env bash
+    set -euo pipefail
+    secret="demo-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    CRM_UPSTREAM_TOKEN="$secret" ./target/release/crm-upstream --listen 127.0.0.1:8788 &
+    crm=$!
+    trap 'kill $crm 2>/dev/null || true' EXIT
+    TOOLHOST_SECRET_CRM_TOKEN="$secret" ./target/release/toolhost serve --manifest tools-manifest.toml --http {{addr}}
 
-# Serve the example catalog over stdio (for clients that launch the host).
+# Serve the example catalog over stdio (for clients that launch the host),
+# with the demo CRM beside it as in `run`.
 stdio: build
-    ./target/release/toolhost serve --manifest tools-manifest.toml --stdio
+    #!/usr/bin/env bash
+    set -euo pipefail
+    secret="demo-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    CRM_UPSTREAM_TOKEN="$secret" ./target/release/crm-upstream --listen 127.0.0.1:8788 >&2 &
+    crm=$!
+    trap 'kill $crm 2>/dev/null || true' EXIT
+    TOOLHOST_SECRET_CRM_TOKEN="$secret" ./target/release/toolhost serve --manifest tools-manifest.toml --stdio
 
 # The whole test suite: unit and integration tests, and the MCP conformance suite.
 test: setup plugins conformance-setup
-    cargo test --workspace --exclude helpdesk --exclude fixture
+    cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy
 
 # Install the official MCP conformance suite and a Node >= 22 for it, locally.
 conformance-setup:

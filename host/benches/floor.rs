@@ -37,7 +37,8 @@ async fn main() {
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&manifest.state_dir).expect("a scratch store"));
     let sandbox = Sandbox::new(None).expect("the sandbox engine");
-    let catalog = catalog::load(&manifest, &sandbox, &store).await;
+    let network = toolhost::gate::Network::closed();
+    let catalog = catalog::load(&manifest, &sandbox, &store, &network).await;
     let tool = catalog
         .tool("helpdesk_ticket_get")
         .expect("the helpdesk is in the catalog (run `just build` to pin it)");

@@ -17,6 +17,7 @@ use crate::audit::store::AuditedStore;
 use crate::audit::{self, Audit, Event, Trail, TrailOptions};
 use crate::catalog;
 use crate::dispatch::Toolhost;
+use crate::gate::{self, Network};
 use crate::manifest::{Manifest, Sha256Digest};
 use crate::mcp::http::{HttpOptions, HttpServer};
 use crate::mcp::{McpCatalog, stdio};
@@ -409,7 +410,9 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
         .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
         .ok();
     let sandbox = Sandbox::new(cache)?;
-    let catalog = catalog::load(&manifest, &sandbox, &store).await;
+    let network = Network::new(&manifest, Some(audit.clone()))?;
+    gate::redact::install(network.redactor().clone());
+    let catalog = catalog::load(&manifest, &sandbox, &store, &network).await;
     record_catalog(&audit, &manifest, &catalog);
     if args.strict && !catalog.refusals.is_empty() {
         bail!(

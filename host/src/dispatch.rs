@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::audit::{Audit, CallRecord, Event, record};
 use crate::catalog::{Catalog, CatalogTool};
+use crate::gate::Refusal;
 use crate::manifest::{InstanceMode, RiskClass, ToolName};
 use crate::policy::{self, Denial};
 use crate::sandbox::{CallContext, SandboxError, ToolError};
@@ -121,6 +122,10 @@ pub enum CallError {
     InvalidOutput { tool: ToolName, detail: String },
     #[error("`{tool}` failed: {} ({})", error.code, error.message)]
     Plugin { tool: ToolName, error: ToolError },
+    /// The host refused one of the call's outbound requests; this replaces
+    /// whatever error the plugin made of it.
+    #[error("`{tool}`: {}", refusal.detail)]
+    Network { tool: ToolName, refusal: Refusal },
     #[error("`{tool}`: the audit trail cannot be written ({detail})")]
     AuditUnavailable {
         tool: ToolName,
@@ -157,6 +162,7 @@ impl CallError {
             CallError::OutputTooLarge { .. } => "output_too_large".into(),
             CallError::InvalidOutput { .. } => "invalid_output".into(),
             CallError::Plugin { error, .. } => error.code.clone().into(),
+            CallError::Network { refusal, .. } => refusal.code.into(),
             CallError::AuditUnavailable { .. } => "audit_unavailable".into(),
         }
     }
@@ -445,17 +451,18 @@ impl Toolhost {
             error,
             session_reset,
         };
-        let outcome = match plugin.instance {
+        let (outcome, refusal) = match plugin.instance {
             InstanceMode::Call => {
                 let mut instance = plugin
                     .prepared
                     .instantiate()
                     .await
                     .map_err(|e| sandbox_error(e, false))?;
-                instance
+                let outcome = instance
                     .call(tool.name.as_str(), arguments, context)
                     .await
-                    .map_err(|e| sandbox_error(e, false))?
+                    .map_err(|e| sandbox_error(e, false))?;
+                (outcome, instance.network_refusal())
             }
             InstanceMode::Session => {
                 let slot = session.slot(tool.plugin);
@@ -471,7 +478,7 @@ impl Toolhost {
                     ),
                 };
                 match instance.call(tool.name.as_str(), arguments, context).await {
-                    Ok(outcome) => outcome,
+                    Ok(outcome) => (outcome, instance.network_refusal()),
                     Err(e) => {
                         // A trapped instance cannot be entered again; the
                         // session's next call starts from a fresh one.
@@ -481,10 +488,27 @@ impl Toolhost {
                 }
             }
         };
-        outcome.map_err(|error| CallError::Plugin {
-            tool: tool.name.clone(),
-            error: sanitise(error),
-        })
+        let redactor = plugin.prepared.shared().gate.redactor();
+        match (outcome, refusal) {
+            (Ok(raw), _) => {
+                let clean = match redactor.text(&raw) {
+                    Cow::Owned(clean) => Some(clean),
+                    Cow::Borrowed(_) => None,
+                };
+                Ok(clean.unwrap_or(raw))
+            }
+            (Err(_), Some(refusal)) => Err(CallError::Network {
+                tool: tool.name.clone(),
+                refusal,
+            }),
+            (Err(mut error), None) => {
+                error.message = redactor.text(&error.message).into_owned();
+                Err(CallError::Plugin {
+                    tool: tool.name.clone(),
+                    error: sanitise(error),
+                })
+            }
+        }
     }
 
     /// A result must be a JSON object within the size limit and, where the

@@ -3,7 +3,7 @@
 //!
 //! A `tools/call` travels: `mcp` (transport, rmcp handler) → `dispatch`
 //! (catalog lookup, argument validation) → `policy` (grants) → `sandbox`
-//! (instance, limits) → back through `dispatch` (result checks) and
+//! (instance, limits; outbound HTTP through `gate`) → back through `dispatch` (result checks) and
 //! `mcp::reply` (the one error mapping). `manifest` parses what the platform
 //! team vetted; `catalog` joins it with what each plugin describes.
 
@@ -12,6 +12,7 @@ pub mod bearer;
 pub mod catalog;
 pub mod cli;
 pub mod dispatch;
+pub mod gate;
 pub mod manifest;
 pub mod mcp;
 pub mod operator;

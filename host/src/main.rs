@@ -3,8 +3,9 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
     // Logs go to stderr: in stdio mode stdout belongs to JSON-RPC alone.
+    // Each line passes the redactor once the host knows its secrets.
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| toolhost::gate::redact::RedactingStderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             EnvFilter::try_from_env("TOOLHOST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),

@@ -45,6 +45,26 @@ pub enum Event {
         transport: String,
         calls: u64,
     },
+    /// A plugin's outbound HTTP request and what became of it. The query
+    /// string is left out; `credential` names the secrets the host added,
+    /// never their values.
+    OutboundRequest {
+        plugin: String,
+        tool: String,
+        call: String,
+        method: String,
+        url: String,
+        credential: Option<String>,
+        /// `ok`, `network_denied`, `busy`, `response_too_large`, `timeout`
+        /// or `failed`.
+        outcome: String,
+        status: Option<u16>,
+        bytes: Option<u64>,
+        /// The address the host connected to.
+        address: Option<String>,
+        detail: Option<String>,
+        duration_us: u64,
+    },
     /// A write or destructive call is about to run: on disk before the
     /// plugin is entered, so a crash mid-call still leaves its trace.
     ToolCallStarted(CallRecord),
@@ -130,10 +150,19 @@ pub struct CallRecord {
 }
 
 impl Event {
-    /// The event as the JSON object the trail writes.
+    /// The event as the JSON object the trail writes, with every secret
+    /// value the host knows redacted.
     pub fn into_map(self) -> Map<String, Value> {
         match serde_json::to_value(self) {
-            Ok(Value::Object(map)) => map,
+            Ok(mut value @ Value::Object(_)) => {
+                if let Some(redactor) = crate::gate::redact::installed() {
+                    crate::gate::redact::json(redactor, &mut value);
+                }
+                match value {
+                    Value::Object(map) => map,
+                    _ => unreachable!("matched an object above"),
+                }
+            }
             // Every variant serialises to an object; keep a trace if not.
             _ => {
                 let mut map = Map::new();

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
+use crate::gate::Network;
 use crate::manifest::{Manifest, PluginDecl, PluginName, Sha256Digest};
 use crate::sandbox::{Origin, PluginShared, PreparedPlugin, Sandbox, ToolSpec};
 use crate::store::Store;
@@ -37,7 +38,12 @@ impl fmt::Display for Refusal {
 
 /// Loads every plugin the manifest declares, compiling them in parallel.
 /// Never fails as a whole: see [`Catalog::refusals`] for what was left out.
-pub async fn load(manifest: &Manifest, sandbox: &Sandbox, store: &Arc<dyn Store>) -> Catalog {
+pub async fn load(
+    manifest: &Manifest,
+    sandbox: &Sandbox,
+    store: &Arc<dyn Store>,
+    network: &Network,
+) -> Catalog {
     // A clash is decided on declarations, before anything is compiled, so
     // the outcome does not depend on which component loads.
     let mut owners: HashMap<&str, (&PluginName, usize)> = HashMap::new();
@@ -63,7 +69,7 @@ pub async fn load(manifest: &Manifest, sandbox: &Sandbox, store: &Arc<dyn Store>
         |(decl, clash)| async move {
             match clash {
                 Some(reason) => Err(reason),
-                None => vet(decl, sandbox, store).await,
+                None => vet(decl, sandbox, store, network).await,
             }
         },
     ))
@@ -106,7 +112,10 @@ async fn vet(
     decl: &PluginDecl,
     sandbox: &Sandbox,
     store: &Arc<dyn Store>,
+    network: &Network,
 ) -> Result<(PreparedPlugin, Origin, Vec<CatalogTool>), String> {
+    // A missing secret refuses the plugin before anything is compiled.
+    let gate = Arc::new(network.gate(decl)?);
     let path = &decl.component;
     let bytes = tokio::fs::read(path).await.map_err(|e| {
         format!(
@@ -128,6 +137,7 @@ async fn vet(
         config: decl.config.clone(),
         limits: decl.limits,
         store: store.clone(),
+        gate,
     });
     let compiler = sandbox.clone();
     let (prepared, origin) =
@@ -212,6 +222,7 @@ fn match_declaration(decl: &PluginDecl, specs: Vec<ToolSpec>) -> Result<Vec<Cata
                 approval: t.approval.clone(),
                 input,
                 output,
+                open_world: !decl.network.allow.is_empty(),
                 plugin: 0,
             })
         })

@@ -30,6 +30,8 @@ pub struct CatalogTool {
     pub approval: Option<String>,
     pub input: ToolSchema,
     pub output: Option<ToolSchema>,
+    /// Its plugin may send requests outside the host (`openWorldHint`).
+    pub open_world: bool,
     /// Index into [`Catalog::plugins`].
     pub plugin: usize,
 }

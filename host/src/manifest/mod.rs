@@ -7,9 +7,14 @@
 //! pin is checked where the component is loaded.
 
 mod names;
+mod network;
 mod raw;
 
 pub use names::{PluginName, Sha256Digest, ToolName};
+pub use network::{
+    AllowEntry, CredentialDecl, Destination, HostPattern, NetworkDecl, NetworkLimits, Scheme,
+    SecretName,
+};
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -96,6 +101,9 @@ pub struct ToolDecl {
     /// For destructive tools: what a call does, in words a human approves,
     /// with `{argument}` placeholders, e.g. "deletes the note `{slug}`".
     pub approval: Option<String>,
+    /// HTTP methods the tool's outbound requests may use (uppercase). When
+    /// unset: GET and HEAD for a read tool, any for the others.
+    pub http_methods: Option<Vec<String>>,
     /// 1-based line of the declaration, for messages.
     pub line: usize,
 }
@@ -112,6 +120,8 @@ pub struct PluginDecl {
     /// Non-secret settings the plugin reads through the `config` import.
     pub config: BTreeMap<String, String>,
     pub tools: Vec<ToolDecl>,
+    /// Where its outbound HTTP may go, with which credentials.
+    pub network: NetworkDecl,
     /// 1-based line of `[[plugin]]`, for messages.
     pub line: usize,
 }
@@ -126,6 +136,8 @@ pub struct Manifest {
     /// Absolute path of `[host] state_dir` (default `.toolhost` beside the manifest).
     pub state_dir: PathBuf,
     pub audit: AuditSettings,
+    /// Absolute path of `[host] secrets_file`, if set.
+    pub secrets_file: Option<PathBuf>,
     pub plugins: Vec<PluginDecl>,
 }
 
@@ -238,6 +250,7 @@ impl Manifest {
             digest: Sha256Digest::of(text.as_bytes()),
             state_dir,
             audit,
+            secrets_file: raw.host.secrets_file.as_deref().map(|f| base.join(f)),
             plugins,
         })
     }

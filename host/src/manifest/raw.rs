@@ -7,6 +7,9 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::network::{
+    AllowEntry, CredentialDecl, Destination, HostPattern, NetworkDecl, NetworkLimits, SecretName,
+};
 use super::{
     InstanceMode, Limits, Locator, ManifestError, PluginDecl, PluginName, RiskClass, Sha256Digest,
     ToolDecl, ToolName,
@@ -31,6 +34,8 @@ pub(super) struct RawHost {
     pub audit_segment_kib: Option<Spanned<u32>>,
     /// How often a serving host signs a checkpoint of the audit trail.
     pub audit_checkpoint_secs: Option<Spanned<u32>>,
+    /// A TOML file of secret values (mode 0600), relative to the manifest.
+    pub secrets_file: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -47,6 +52,45 @@ pub(super) struct RawPlugin {
     config: BTreeMap<String, ConfigValue>,
     #[serde(default)]
     tool: Vec<Spanned<RawTool>>,
+    network: Option<Spanned<RawNetwork>>,
+    #[serde(default)]
+    credentials: Vec<Spanned<RawCredential>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    #[serde(default)]
+    allow: Vec<Spanned<RawAllow>>,
+    timeout_ms: Option<Spanned<u64>>,
+    response_kib: Option<Spanned<u32>>,
+    requests_per_call: Option<Spanned<u32>>,
+    concurrent: Option<Spanned<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawAllow {
+    Origin(String),
+    WithAddresses(RawAllowTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAllowTable {
+    destination: String,
+    #[serde(default)]
+    addresses: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCredential {
+    destination: Spanned<String>,
+    secret: SecretName,
+    header: Spanned<String>,
+    format: Spanned<String>,
+    tools: Option<Vec<Spanned<ToolName>>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -66,6 +110,7 @@ struct RawTool {
     #[serde(default)]
     idempotent: bool,
     approval: Option<Spanned<String>>,
+    http_methods: Option<Spanned<Vec<String>>>,
 }
 
 /// Config values are strings to the plugin; numbers and booleans are
@@ -96,6 +141,24 @@ const MAX_MEMORY_MIB: u32 = 4_096;
 const MAX_CALL_TIMEOUT_MS: u64 = 10 * 60 * 1_000;
 const MAX_OUTPUT_KIB: u32 = 64 * 1_024;
 const MAX_STATE_KIB: u32 = 1_024 * 1_024;
+const MAX_REQUEST_TIMEOUT_MS: u64 = 10 * 60 * 1_000;
+const MAX_RESPONSE_KIB: u32 = 256 * 1_024;
+const MAX_REQUESTS_PER_CALL: u32 = 10_000;
+const MAX_CONCURRENT: u32 = 1_024;
+/// Methods a tool may be allowed; anything else is not a plain API call.
+const HTTP_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+/// Headers the host sets itself or that frame the message: a credential in
+/// one of them would be ignored or break the request.
+const RESERVED_HEADERS: [&str; 8] = [
+    "host",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "te",
+    "upgrade",
+    "keep-alive",
+    "trailer",
+];
 
 impl RawPlugin {
     pub(super) fn vet(
@@ -154,14 +217,37 @@ impl RawPlugin {
                 }
                 other => other.map(Spanned::into_inner),
             };
+            let http_methods = match t.http_methods {
+                None => None,
+                Some(methods) => {
+                    let span = methods.span();
+                    let mut vetted = Vec::new();
+                    for m in methods.into_inner() {
+                        let upper = m.to_ascii_uppercase();
+                        if !HTTP_METHODS.contains(&upper.as_str()) {
+                            return Err(at.error(
+                                Some(span),
+                                format!("tool `{tool_name}`: http_methods has {m:?}, which is not an HTTP method the host sends"),
+                                format!("use some of {}", HTTP_METHODS.join(", ")),
+                            ));
+                        }
+                        if !vetted.contains(&upper) {
+                            vetted.push(upper);
+                        }
+                    }
+                    Some(vetted)
+                }
+            };
             tools.push(ToolDecl {
                 name: tool_name,
                 risk: t.risk,
                 idempotent: t.idempotent,
                 approval,
+                http_methods,
                 line: tool_line,
             });
         }
+        let network = vet_network(at, &name, self.network, self.credentials, &tools)?;
 
         Ok(PluginDecl {
             name,
@@ -175,9 +261,201 @@ impl RawPlugin {
                 .map(|(k, v)| (k, v.into_string()))
                 .collect(),
             tools,
+            network,
             line,
         })
     }
+}
+
+/// The allow-list, the credentials and the network limits of one plugin.
+fn vet_network(
+    at: &Locator<'_>,
+    plugin: &PluginName,
+    network: Option<Spanned<RawNetwork>>,
+    credentials: Vec<Spanned<RawCredential>>,
+    tools: &[ToolDecl],
+) -> Result<NetworkDecl, ManifestError> {
+    let mut decl = NetworkDecl::default();
+    if let Some(network) = network {
+        let network = network.into_inner();
+        for entry in network.allow {
+            let span = entry.span();
+            let (text, addresses) = match entry.into_inner() {
+                RawAllow::Origin(text) => (text, Vec::new()),
+                RawAllow::WithAddresses(t) => (t.destination, t.addresses),
+            };
+            let destination = Destination::parse(&text).map_err(|why| {
+                at.error(
+                    Some(span.clone()),
+                    format!("plugin `{plugin}`: network.allow: {why}"),
+                    "write each entry as \"https://host[:port]\" or \"https://*.example.com\""
+                        .into(),
+                )
+            })?;
+            let addresses = addresses
+                .iter()
+                .map(|a| {
+                    a.parse::<ipnet::IpNet>()
+                        .or_else(|_| a.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                        .map_err(|_| {
+                            at.error(
+                                Some(span.clone()),
+                                format!("plugin `{plugin}`: network.allow: {a:?} is not an address or range"),
+                                "write ranges in CIDR form, e.g. \"127.0.0.0/8\" or \"10.1.2.3/32\"".into(),
+                            )
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            decl.allow.push(AllowEntry {
+                destination,
+                addresses,
+            });
+        }
+        fn limit<T: PartialOrd + Copy + std::fmt::Display>(
+            at: &Locator<'_>,
+            value: Option<Spanned<T>>,
+            key: &str,
+            max: T,
+            default: T,
+            one: T,
+        ) -> Result<T, ManifestError> {
+            match value {
+                None => Ok(default),
+                Some(v) if *v.get_ref() >= one && *v.get_ref() <= max => Ok(*v.get_ref()),
+                Some(v) => Err(at.error(
+                    Some(v.span()),
+                    format!("network.{key} = {} is out of range", v.get_ref()),
+                    format!("use a value from {one} to {max} (default {default})"),
+                )),
+            }
+        }
+        decl.limits = NetworkLimits {
+            timeout: std::time::Duration::from_millis(limit(
+                at,
+                network.timeout_ms,
+                "timeout_ms",
+                MAX_REQUEST_TIMEOUT_MS,
+                NetworkLimits::DEFAULT_TIMEOUT_MS,
+                1,
+            )?),
+            response_bytes: u64::from(limit(
+                at,
+                network.response_kib,
+                "response_kib",
+                MAX_RESPONSE_KIB,
+                NetworkLimits::DEFAULT_RESPONSE_KIB,
+                1,
+            )?) << 10,
+            requests_per_call: limit(
+                at,
+                network.requests_per_call,
+                "requests_per_call",
+                MAX_REQUESTS_PER_CALL,
+                NetworkLimits::DEFAULT_REQUESTS_PER_CALL,
+                1,
+            )?,
+            concurrent: limit(
+                at,
+                network.concurrent,
+                "concurrent",
+                MAX_CONCURRENT,
+                NetworkLimits::DEFAULT_CONCURRENT,
+                1,
+            )?,
+        };
+    }
+
+    for spanned in credentials {
+        let span = spanned.span();
+        let c = spanned.into_inner();
+        let destination = Destination::parse(c.destination.get_ref()).map_err(|why| {
+            at.error(
+                Some(c.destination.span()),
+                format!("plugin `{plugin}`: credentials: {why}"),
+                "write the destination as \"https://host[:port]\"".into(),
+            )
+        })?;
+        if matches!(destination.host, HostPattern::Subdomains(_)) {
+            return Err(at.error(
+                Some(c.destination.span()),
+                format!("plugin `{plugin}`: a credential's destination cannot be a wildcard"),
+                "bind the secret to one exact host; a wildcard would send it to every subdomain"
+                    .into(),
+            ));
+        }
+        let allowed = decl.allow.iter().any(|a| {
+            let HostPattern::Exact(host) = &destination.host else {
+                return false;
+            };
+            a.destination
+                .matches(destination.scheme, host, destination.port)
+        });
+        if !allowed {
+            return Err(at.error(
+                Some(c.destination.span()),
+                format!("plugin `{plugin}`: credential destination {destination} is not in network.allow"),
+                "allow the destination too, or remove the credential".into(),
+            ));
+        }
+        let header = c.header.get_ref().to_ascii_lowercase();
+        if http::HeaderName::from_bytes(header.as_bytes()).is_err()
+            || RESERVED_HEADERS.contains(&header.as_str())
+        {
+            return Err(at.error(
+                Some(c.header.span()),
+                format!(
+                    "plugin `{plugin}`: {:?} cannot carry a credential",
+                    c.header.get_ref()
+                ),
+                "use a request header such as Authorization or X-Api-Key".into(),
+            ));
+        }
+        let format = c.format.into_inner();
+        if format.matches("{secret}").count() != 1 || http::HeaderValue::from_str(&format).is_err()
+        {
+            return Err(at.error(
+                Some(span),
+                format!("plugin `{plugin}`: credential format {format:?} must contain `{{secret}}` exactly once and be a valid header value"),
+                "e.g. format = \"Bearer {secret}\"".into(),
+            ));
+        }
+        let tools = match c.tools {
+            None => None,
+            Some(list) => {
+                let mut names = Vec::new();
+                for t in list {
+                    if !tools.iter().any(|d| &d.name == t.get_ref()) {
+                        return Err(at.error(
+                            Some(t.span()),
+                            format!("plugin `{plugin}`: credential for {destination} names tool `{}`, which the plugin does not declare", t.get_ref()),
+                            "list tools of this plugin only, or drop `tools` to bind it to all of them".into(),
+                        ));
+                    }
+                    names.push(t.into_inner());
+                }
+                Some(names)
+            }
+        };
+        if decl
+            .credentials
+            .iter()
+            .any(|o: &CredentialDecl| o.destination == destination && o.header == header)
+        {
+            return Err(at.error(
+                Some(span),
+                format!("plugin `{plugin}`: two credentials set header {header} for {destination}"),
+                "keep one".into(),
+            ));
+        }
+        decl.credentials.push(CredentialDecl {
+            destination,
+            secret: c.secret,
+            header,
+            format,
+            tools,
+        });
+    }
+    Ok(decl)
 }
 
 impl RawLimits {

@@ -69,8 +69,8 @@ impl McpCatalog {
 fn mcp_tool(tool: &CatalogTool) -> Tool {
     let mut annotations = ToolAnnotations::with_title(tool.title.clone())
         .read_only(tool.risk == RiskClass::Read)
-        // Plugins have no network access in this host.
-        .open_world(false);
+        // Only a plugin the manifest lets out reaches anything beyond the host.
+        .open_world(tool.open_world);
     if tool.risk != RiskClass::Read {
         annotations = annotations
             .destructive(tool.risk == RiskClass::Destructive)

@@ -163,6 +163,22 @@ pub fn tool_result(
             false,
         ),
         CallError::Plugin { error, .. } => (error.message, error.retryable),
+        CallError::Network { tool, refusal } => {
+            let next = match refusal.code {
+                "busy" => "Retry shortly.",
+                "response_too_large" => "Ask for less (a smaller limit, a narrower filter).",
+                _ => {
+                    "Do not retry; if the tool needs this destination, ask the operator to allow it in the manifest."
+                }
+            };
+            (
+                format!(
+                    "The host refused an outbound request of {tool}: {}. {next}",
+                    refusal.detail
+                ),
+                refusal.retryable,
+            )
+        }
         CallError::AuditUnavailable {
             tool, ran: false, ..
         } => (

@@ -67,6 +67,9 @@ impl Sandbox {
         // them; the context behind them grants nothing (see state.rs).
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| SandboxError::Load(e.to_string()))?;
+        // Outbound HTTP, every request through the network gate's hooks.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(|e| SandboxError::Load(e.to_string()))?;
         Plugin::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| SandboxError::Load(e.to_string()))?;
 
@@ -189,6 +192,10 @@ impl PluginInstance {
         context: &CallContext,
     ) -> Result<Result<String, ToolError>, SandboxError> {
         let timeout = self.begin();
+        self.store
+            .data_mut()
+            .egress
+            .begin_call(tool, &context.call_id);
         let running = self.bindings.toolhost_plugin_tools().call_call(
             &mut self.store,
             tool,
@@ -201,6 +208,11 @@ impl PluginInstance {
             .await
             .map_err(|_| SandboxError::Timeout(timeout))?;
         self.finish(result)
+    }
+
+    /// The first outbound request the host refused during the last call.
+    pub fn network_refusal(&self) -> Option<crate::gate::Refusal> {
+        self.store.data().egress.refusal()
     }
 
     /// Arms the deadline of one call and returns its length.

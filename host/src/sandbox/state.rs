@@ -1,9 +1,10 @@
 //! What a plugin instance's `Store` holds, and the host side of the imports
-//! the contract gives a plugin (`config`, `log`, WASI).
+//! the contract gives a plugin (`config`, `log`, `state`, WASI, wasi:http).
 //!
 //! Everything here is per instance. Nothing a plugin can call reaches past
-//! it: WASI is built with no environment, arguments, preopens or network,
-//! and the plugin's stdout and stderr go to the host log.
+//! it: WASI is built with no environment, arguments, preopens, sockets or
+//! name lookup, the plugin's stdout and stderr go to the host log, and
+//! wasi:http goes through the network gate.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -16,8 +17,10 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Level, toolhost::plugin};
+use crate::gate::{Egress, Gate};
 use crate::manifest::{Limits, PluginName};
 use crate::store::{StateError, Store};
 
@@ -41,11 +44,15 @@ pub struct PluginShared {
     pub config: BTreeMap<String, String>,
     pub limits: Limits,
     pub store: Arc<dyn Store>,
+    /// Where its outbound HTTP may go.
+    pub gate: Arc<Gate>,
 }
 
 /// The `Store` data of one plugin instance.
 pub struct PluginState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    pub(super) egress: Egress,
     table: ResourceTable,
     shared: Arc<PluginShared>,
     log: LogSink,
@@ -66,13 +73,20 @@ impl PluginState {
             budget: Arc::new(AtomicU32::new(LOG_LINES_PER_CALL)),
         };
         // Deny by default: the builder grants nothing we do not add here, and
-        // we add only the two output streams.
+        // we add only the two output streams. Its defaults already refuse
+        // every socket address and name lookup; saying so keeps it that way.
         let wasi = WasiCtxBuilder::new()
             .stdout(log.clone())
             .stderr(log.clone())
+            .allow_ip_name_lookup(false)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .socket_addr_check(|_, _| Box::pin(async { false }))
             .build();
         PluginState {
             wasi,
+            http: WasiHttpCtx::new(),
+            egress: Egress::new(shared.gate.clone()),
             table: ResourceTable::new(),
             shared,
             log,
@@ -99,6 +113,16 @@ impl WasiView for PluginState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for PluginState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.egress,
         }
     }
 }

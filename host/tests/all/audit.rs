@@ -40,7 +40,7 @@ fn segments(state: &Path) -> Vec<(PathBuf, Vec<String>)> {
         .collect()
 }
 
-fn records(state: &Path) -> Vec<Value> {
+pub(crate) fn records(state: &Path) -> Vec<Value> {
     segments(state)
         .into_iter()
         .flat_map(|(_, lines)| lines)
@@ -50,7 +50,7 @@ fn records(state: &Path) -> Vec<Value> {
 
 /// Waits until the trail holds a record of `event` (the host writes its
 /// last records as it shuts down).
-fn wait_for(state: &Path, event: &str) -> Vec<Value> {
+pub(crate) fn wait_for(state: &Path, event: &str) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if state.join("audit").exists() {

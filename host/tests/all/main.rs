@@ -9,6 +9,7 @@ mod catalog;
 mod conformance;
 mod faults;
 mod helpdesk;
+mod network;
 mod policy;
 mod sessions;
 mod support;

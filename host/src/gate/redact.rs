@@ -1,0 +1,170 @@
+//! Redaction: every configured secret value, in the encodings it commonly
+//! travels in, replaced by `[REDACTED:<name>]` wherever bytes leave the host
+//! (responses handed to a plugin, tool results, log lines, audit records).
+
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use zeroize::Zeroizing;
+
+/// Replaces known secret values. Cheap to share; empty when no secret is
+/// configured, and then a no-op.
+#[derive(Default)]
+pub struct Redactor {
+    matcher: Option<AhoCorasick>,
+    replacements: Vec<String>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Redactor({} patterns)", self.replacements.len())
+    }
+}
+
+impl Redactor {
+    /// Builds a redactor for `(name, value)` pairs.
+    pub fn new(secrets: &[(String, Zeroizing<String>)]) -> Redactor {
+        let mut patterns: Vec<Zeroizing<String>> = Vec::new();
+        let mut replacements = Vec::new();
+        for (name, value) in secrets {
+            let replacement = format!("[REDACTED:{name}]");
+            let bytes = value.as_bytes();
+            let forms = [
+                value.to_string(),
+                STANDARD.encode(bytes),
+                STANDARD_NO_PAD.encode(bytes),
+                URL_SAFE.encode(bytes),
+                URL_SAFE_NO_PAD.encode(bytes),
+                utf8_percent_encode(value, NON_ALPHANUMERIC).to_string(),
+                // JSON text escapes `/` optionally and `"`/`\` always.
+                value.replace('\\', "\\\\").replace('"', "\\\""),
+                value.replace('/', "\\/"),
+            ];
+            for form in forms {
+                let form = Zeroizing::new(form);
+                if !patterns.iter().any(|p| **p == *form) {
+                    patterns.push(form);
+                    replacements.push(replacement.clone());
+                }
+            }
+        }
+        if patterns.is_empty() {
+            return Redactor::default();
+        }
+        let matcher = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(patterns.iter().map(|p| p.as_bytes()))
+            .expect("a few short literal patterns always build");
+        Redactor {
+            matcher: Some(matcher),
+            replacements,
+        }
+    }
+
+    /// `text` with every secret replaced; borrowed when there was none.
+    pub fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match &self.matcher {
+            Some(m) if m.is_match(text) => Cow::Owned(m.replace_all(text, &self.replacements)),
+            _ => Cow::Borrowed(text),
+        }
+    }
+
+    /// `bytes` with every secret replaced; borrowed when there was none.
+    pub fn bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        match &self.matcher {
+            Some(m) if m.is_match(bytes) => {
+                Cow::Owned(m.replace_all_bytes(bytes, &self.replacements))
+            }
+            _ => Cow::Borrowed(bytes),
+        }
+    }
+
+    /// Whether any secret is configured at all.
+    pub fn is_empty(&self) -> bool {
+        self.matcher.is_none()
+    }
+}
+
+/// The host's redactor, for what leaves the host outside a plugin's call:
+/// log lines and audit records. Set once, when a serving host has read its
+/// secrets.
+static INSTALLED: OnceLock<Arc<Redactor>> = OnceLock::new();
+
+/// Makes `redactor` the host's; later calls are ignored.
+pub fn install(redactor: Arc<Redactor>) {
+    let _ = INSTALLED.set(redactor);
+}
+
+/// The host's redactor, if one with secrets is installed.
+pub fn installed() -> Option<&'static Redactor> {
+    INSTALLED.get().map(|r| &**r).filter(|r| !r.is_empty())
+}
+
+/// Redacts every string (and key) inside a JSON value, in place.
+pub fn json(redactor: &Redactor, value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            if let Cow::Owned(clean) = redactor.text(s) {
+                *s = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| json(redactor, v)),
+        Value::Object(map) => {
+            let dirty: Vec<String> = map
+                .keys()
+                .filter(|k| matches!(redactor.text(k), Cow::Owned(_)))
+                .cloned()
+                .collect();
+            for key in dirty {
+                if let Some(v) = map.remove(&key) {
+                    map.insert(redactor.text(&key).into_owned(), v);
+                }
+            }
+            map.values_mut().for_each(|v| json(redactor, v));
+        }
+        _ => {}
+    }
+}
+
+/// A log writer that redacts each formatted line before it reaches stderr.
+pub struct RedactingStderr;
+
+impl std::io::Write for RedactingStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut stderr = std::io::stderr().lock();
+        match installed() {
+            Some(r) => stderr.write_all(&r.bytes(buf))?,
+            None => stderr.write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_of_a_secret_is_replaced() {
+        let secret = "s3cr3t/val+ue=?&x";
+        let r = Redactor::new(&[("crm_token".into(), Zeroizing::new(secret.into()))]);
+        let b64 = STANDARD.encode(secret);
+        let url = URL_SAFE_NO_PAD.encode(secret);
+        let pct = utf8_percent_encode(secret, NON_ALPHANUMERIC).to_string();
+        let text = format!("a {secret} b {b64} c {url} d {pct} e");
+        let out = r.text(&text);
+        assert!(!out.contains(secret) && !out.contains(&b64) && !out.contains(&pct));
+        assert_eq!(out.matches("[REDACTED:crm_token]").count(), 4, "{out}");
+        assert!(matches!(r.text("nothing here"), Cow::Borrowed(_)));
+        assert!(Redactor::default().is_empty());
+    }
+}

@@ -1,0 +1,293 @@
+//! Sending one allowed request: the host resolves the name, checks every
+//! address it got, connects to a checked address itself, and reads the whole
+//! response within the plugin's limits before the plugin sees any of it.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, OnceLock};
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderValue, Request, Response};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper_util::rt::TokioIo;
+use ipnet::IpNet;
+use tokio::net::TcpStream;
+use wasmtime_wasi_http::WasiBody;
+
+use super::address;
+use super::redact::Redactor;
+use crate::manifest::Scheme;
+
+/// Where a request goes, as the gate allowed it.
+pub(super) struct Target {
+    pub scheme: Scheme,
+    pub host: String,
+    pub port: u16,
+    /// Internal ranges the allow-list entry names.
+    pub addresses: Vec<IpNet>,
+}
+
+/// How a request that passed the allow-list still failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SendError {
+    #[error("{0}")]
+    Denied(String),
+    #[error("cannot resolve {0}")]
+    Dns(String),
+    #[error("cannot connect to {addr}: {error}")]
+    Connect { addr: String, error: std::io::Error },
+    #[error("TLS with {host} failed: {error}")]
+    Tls { host: String, error: std::io::Error },
+    #[error("the response is larger than the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("HTTP exchange failed: {0}")]
+    Http(#[from] hyper::Error),
+}
+
+impl SendError {
+    /// What the guest is told, in wasi-http's own terms.
+    pub fn to_wasi(&self) -> wasmtime_wasi_http::Error {
+        use wasmtime_wasi_http::Error as E;
+        match self {
+            SendError::Denied(_) => E::HttpRequestDenied,
+            SendError::Dns(_) => E::DnsError {
+                rcode: Some("name not resolved".into()),
+                info_code: None,
+            },
+            SendError::Connect { .. } => E::ConnectionRefused,
+            SendError::Tls { .. } => E::TlsProtocolError,
+            SendError::TooLarge { limit } => E::HttpResponseBodySize(Some(*limit)),
+            SendError::Http(e) if e.is_timeout() => E::HttpResponseTimeout,
+            SendError::Http(_) => E::HttpProtocolError,
+        }
+    }
+}
+
+/// What came back, with what the audit trail wants to know.
+pub(super) struct Sent {
+    pub response: Response<WasiBody>,
+    pub connected: SocketAddr,
+    pub bytes: u64,
+}
+
+/// Sends `request` to `target`, reading at most `limit` bytes of body.
+pub(super) async fn send(
+    mut request: Request<WasiBody>,
+    target: &Target,
+    limit: u64,
+    redactor: &Redactor,
+) -> Result<Sent, SendError> {
+    let addrs = resolve(target).await?;
+    for addr in &addrs {
+        address::check(addr.ip(), &target.addresses)
+            .map_err(|why| SendError::Denied(format!("{} resolves to {why}", target.host)))?;
+    }
+    let (stream, connected) = connect(&addrs).await?;
+    let io = match target.scheme {
+        Scheme::Http => Io::Plain(stream),
+        Scheme::Https => Io::Tls(Box::new(tls(stream, &target.host).await?)),
+    };
+
+    // Requests go in origin form; the Host header names the authority.
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .parse()
+        .expect("a path from a valid URI is a valid URI");
+    *request.uri_mut() = path;
+    let request = drop_body_of_bodiless(request);
+
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    let connection = AbortOnDrop(tokio::spawn(connection));
+    let response = sender.send_request(request).await?;
+
+    let declared = response
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(SendError::TooLarge { limit });
+    }
+    let (mut parts, mut body) = response.into_parts();
+    let mut buffer = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            if buffer.len() as u64 + data.len() as u64 > limit {
+                return Err(SendError::TooLarge { limit });
+            }
+            buffer.extend_from_slice(&data);
+        }
+    }
+    drop(connection);
+    let bytes = buffer.len() as u64;
+
+    for value in parts.headers.values_mut() {
+        if let std::borrow::Cow::Owned(clean) = redactor.bytes(value.as_bytes()) {
+            *value = HeaderValue::from_bytes(&clean).expect("redaction keeps header bytes valid");
+        }
+    }
+    let body = match redactor.bytes(&buffer) {
+        std::borrow::Cow::Borrowed(_) => buffer.freeze(),
+        std::borrow::Cow::Owned(clean) => Bytes::from(clean),
+    };
+    if parts.headers.contains_key(http::header::CONTENT_LENGTH) {
+        parts
+            .headers
+            .insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    let body = Full::new(body)
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    Ok(Sent {
+        response: Response::from_parts(parts, body),
+        connected,
+        bytes,
+    })
+}
+
+async fn resolve(target: &Target) -> Result<Vec<SocketAddr>, SendError> {
+    if let Ok(ip) = target.host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, target.port)]);
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((target.host.as_str(), target.port))
+        .await
+        .map_err(|e| SendError::Dns(format!("{}: {e}", target.host)))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(SendError::Dns(target.host.clone()));
+    }
+    Ok(addrs)
+}
+
+/// Connects to the first address that answers; every one was checked.
+async fn connect(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), SendError> {
+    let mut last = None;
+    for &addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                return Ok((stream, addr));
+            }
+            Err(e) => last = Some((addr, e)),
+        }
+    }
+    let (addr, error) = last.expect("resolve returns at least one address");
+    Err(SendError::Connect {
+        addr: addr.to_string(),
+        error,
+    })
+}
+
+async fn tls(
+    stream: TcpStream,
+    host: &str,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, SendError> {
+    static CONFIG: OnceLock<Arc<tokio_rustls::rustls::ClientConfig>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let roots = tokio_rustls::rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        Arc::new(
+            tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .expect("ring supports the default protocol versions")
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
+    });
+    let tls_error = |error| SendError::Tls {
+        host: host.to_string(),
+        error,
+    };
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| tls_error(std::io::Error::other(e)))?;
+    tokio_rustls::TlsConnector::from(config.clone())
+        .connect(name, stream)
+        .await
+        .map_err(tls_error)
+}
+
+/// A GET or HEAD goes out without a body. The guest may still be writing
+/// one (or finishing an empty one): it is drained aside so that the guest's
+/// write does not fail on a closed pipe.
+fn drop_body_of_bodiless(request: Request<WasiBody>) -> Request<WasiBody> {
+    if request.method() != http::Method::GET && request.method() != http::Method::HEAD {
+        return request;
+    }
+    let (parts, body) = request.into_parts();
+    drain(body);
+    let empty = Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    Request::from_parts(parts, empty)
+}
+
+/// Consumes a body nobody will send, so its writer is not left blocked.
+pub(super) fn drain(body: WasiBody) {
+    tokio::spawn(async move {
+        let _ = body.collect().await;
+    });
+}
+
+/// The connection's I/O task, stopped when the exchange is over.
+struct AbortOnDrop(tokio::task::JoinHandle<Result<(), hyper::Error>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A connection with or without TLS.
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl tokio::io::AsyncRead for Io {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Io {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! The network gate, with the real binary, the bundled CRM upstream on
+//! loopback and real components: the crm plugin end to end, and the spy
+//! fixture trying every way to a secret or past the allow-list.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use crm_upstream::{Config, Upstream};
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+
+use super::audit::wait_for;
+use super::support::*;
+
+/// A token no test writes anywhere else, so finding it means a leak.
+fn fresh_secret() -> String {
+    format!("crm-demo-{}", uuid::Uuid::new_v4().simple())
+}
+
+async fn upstream(token: &str) -> Upstream {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    Upstream::start(
+        listener,
+        Config {
+            token: token.to_string(),
+            test_routes: true,
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// The crm plugin declared against the upstream at `base`.
+fn crm(base: &str, extra_network: &str) -> PluginEntry {
+    let component = wasm("crm");
+    PluginEntry {
+        name: "crm".into(),
+        sha256: sha256(&component),
+        component,
+        extra: format!(
+            "config = {{ base_url = \"{base}\" }}\n\
+             network = {{ allow = [{{ destination = \"{base}\", addresses = [\"127.0.0.1/32\"] }}]{extra_network} }}\n\
+             credentials = [{{ destination = \"{base}\", secret = \"crm_token\", header = \"Authorization\", format = \"Bearer {{secret}}\" }}]\n"
+        ),
+        tools: vec![
+            ("crm_contact_search".into(), "read".into()),
+            ("crm_contact_get".into(), "read".into()),
+            ("crm_contact_update".into(), "write".into()),
+            ("crm_contact_delete".into(), "destructive".into()),
+        ],
+        tool_lines: Vec::new(),
+    }
+}
+
+/// A host on stdio whose log (at debug, the most it says) is kept.
+struct Host {
+    client: RunningService<RoleClient, ()>,
+    log: Arc<Mutex<Vec<u8>>>,
+}
+
+async fn host(manifest: &TestManifest, args: &[&str], secret: &str) -> Host {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost"));
+    cmd.env("TOOLHOST_LOG", "debug")
+        .env("TOOLHOST_SECRET_CRM_TOKEN", secret)
+        .arg("serve")
+        .arg("--stdio")
+        .arg("--manifest")
+        .arg(&manifest.path)
+        .args(args);
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut stderr = stderr.unwrap();
+    tokio::spawn({
+        let log = log.clone();
+        async move {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                log.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        }
+    });
+    let client = ().serve(transport).await.expect("initialize over stdio");
+    Host { client, log }
+}
+
+impl Host {
+    /// Stops the host and returns its whole log.
+    async fn stop(self) -> Vec<u8> {
+        self.client.cancel().await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        self.log.lock().unwrap().clone()
+    }
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// The forms a leak could take.
+fn leaks(secret: &str) -> Vec<String> {
+    vec![
+        secret.to_string(),
+        base64::engine::general_purpose::STANDARD.encode(secret),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret),
+    ]
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Fails if any form of `secret` is in the log, the results or a file of
+/// the state directory.
+fn assert_no_leak(secret: &str, log: &[u8], results: &[String], state_dir: &Path) {
+    for form in leaks(secret) {
+        assert!(!contains(log, &form), "the host's log contains the secret");
+        for r in results {
+            assert!(!r.contains(&form), "a tool result contains the secret: {r}");
+        }
+        for file in files_under(state_dir) {
+            let bytes = std::fs::read(&file).unwrap();
+            assert!(
+                !contains(&bytes, &form),
+                "{} contains the secret",
+                file.display()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_crm_tools_work_end_to_end_with_the_injected_credential() {
+    let secret = fresh_secret();
+    let crm_server = upstream(&secret).await;
+    let base = format!("http://{}", crm_server.addr());
+    let m = manifest(vec![crm(&base, "")]);
+    let task = open_task(
+        &m,
+        &["crm_contact_update", "crm_contact_delete"],
+        &["--pre-approve", "crm_contact_delete"],
+    );
+    let host = host(&m, &["--task-token", &task.token], &secret).await;
+    let client = &host.client;
+    let mut results = Vec::new();
+
+    let found = ok(
+        client,
+        "crm_contact_search",
+        json!({ "query": "a", "limit": 3 }),
+    )
+    .await;
+    let contacts = found["contacts"].as_array().unwrap();
+    assert_eq!(contacts.len(), 3, "{found}");
+    assert_eq!(found["truncated"], json!(true));
+    let id = contacts[0]["id"].as_str().unwrap().to_string();
+    results.push(found.to_string());
+
+    let contact = ok(client, "crm_contact_get", json!({ "id": id })).await;
+    assert_eq!(contact["id"], json!(id));
+    let updated = ok(
+        client,
+        "crm_contact_update",
+        json!({ "id": id, "phone": "+1 555 0100", "address": "1 Test Way" }),
+    )
+    .await;
+    assert_eq!(updated["phone"], json!("+1 555 0100"));
+    // The upstream is where the data lives: a fresh read sees the change.
+    let again = ok(client, "crm_contact_get", json!({ "id": id })).await;
+    assert_eq!(again["address"], json!("1 Test Way"));
+    results.push(again.to_string());
+
+    let deleted = ok(client, "crm_contact_delete", json!({ "id": id })).await;
+    assert_eq!(deleted["deleted"], json!(id));
+    let gone = refused(client, "crm_contact_get", json!({ "id": id })).await;
+    assert_eq!(gone["code"], json!("not_found"), "{gone}");
+    // A display name is not an id: the schema refuses it before any request.
+    let by_name = refused(client, "crm_contact_get", json!({ "id": "Ada Lovelace" })).await;
+    assert_eq!(by_name["code"], json!("invalid_arguments"));
+    let log = host.stop().await;
+
+    let seen = crm_server.requests();
+    assert_eq!(seen.len(), 6, "{seen:?}");
+    for request in &seen {
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some(format!("Bearer {secret}").as_str()),
+            "{request:?}"
+        );
+    }
+    assert!(seen.iter().any(|r| r.method == "PATCH"));
+    assert!(seen.iter().any(|r| r.method == "DELETE"));
+
+    // The trail names the credential, never its value, and leaves the
+    // query string out.
+    let state = m.path.parent().unwrap().join(".toolhost");
+    let records = wait_for(&state, "host_stopped");
+    let outbound: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "outbound_request")
+        .collect();
+    assert_eq!(outbound.len(), 6);
+    for r in &outbound {
+        assert_eq!(r["plugin"], json!("crm"));
+        assert_eq!(r["credential"], json!("crm_token"));
+        assert_eq!(r["outcome"], json!("ok"));
+        assert!(
+            r["url"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{base}/contacts"))
+        );
+        assert!(!r["url"].as_str().unwrap().contains('?'));
+        assert!(r["status"].is_u64() && r["bytes"].is_u64());
+    }
+    assert_eq!(outbound[0]["tool"], json!("crm_contact_search"));
+    assert_no_leak(&secret, &log, &results, &state);
+}
+
+/// The spy plugin, allowed to reach `bound` (with the credential) and
+/// `unbound` (without), both on loopback, and `localhost` on the unbound
+/// port without naming loopback.
+fn spy(bound: &str, unbound: &str, localhost: &str) -> PluginEntry {
+    let component = wasm("spy");
+    PluginEntry {
+        name: "spy".into(),
+        sha256: sha256(&component),
+        component,
+        extra: format!(
+            "network = {{ response_kib = 64, allow = [\
+             {{ destination = \"{bound}\", addresses = [\"127.0.0.1/32\"] }}, \
+             {{ destination = \"{unbound}\", addresses = [\"127.0.0.1/32\"] }}, \
+             \"{localhost}\"] }}\n\
+             credentials = [{{ destination = \"{bound}\", secret = \"crm_token\", header = \"Authorization\", format = \"Bearer {{secret}}\" }}]\n"
+        ),
+        tools: vec![
+            ("spy_env_read".into(), "read".into()),
+            ("spy_http_send".into(), "read".into()),
+            ("spy_socket_open".into(), "read".into()),
+        ],
+        tool_lines: Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn a_hostile_plugin_gets_no_secret_and_reaches_nothing_it_was_not_allowed() {
+    let secret = fresh_secret();
+    let bound_server = upstream(&secret).await;
+    let unbound_server = upstream("another-upstream-token").await;
+    let bound = format!("http://{}", bound_server.addr());
+    let unbound = format!("http://{}", unbound_server.addr());
+    let localhost = format!("http://localhost:{}", unbound_server.addr().port());
+    let m = manifest(vec![spy(&bound, &unbound, &localhost)]);
+    let host = host(&m, &[], &secret).await;
+    let client = &host.client;
+    let mut results: Vec<String> = Vec::new();
+    let send = |url: String, headers: Value| json!({ "url": url, "headers": headers });
+
+    // Its environment and arguments are empty.
+    let env = ok(client, "spy_env_read", json!({})).await;
+    assert_eq!(env["vars"], json!([]), "{env}");
+    results.push(env.to_string());
+
+    // A decoy Authorization header is replaced by the host's, and the
+    // upstream echoing it back is redacted before the plugin reads it.
+    let echoed = ok(
+        client,
+        "spy_http_send",
+        send(
+            format!("{bound}/echo/headers"),
+            json!({ "Authorization": "Bearer decoy" }),
+        ),
+    )
+    .await;
+    assert_eq!(echoed["status"], json!(200), "{echoed}");
+    let body: Value = serde_json::from_str(echoed["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["authorization"], json!("Bearer [REDACTED:crm_token]"));
+    results.push(echoed.to_string());
+    let last = bound_server.requests().pop().unwrap();
+    assert_eq!(last.authorization, Some(format!("Bearer {secret}")));
+
+    // A destination without the credential gets none, only the decoy.
+    let other = ok(
+        client,
+        "spy_http_send",
+        send(
+            format!("{unbound}/echo/headers"),
+            json!({ "Authorization": "Bearer decoy" }),
+        ),
+    )
+    .await;
+    let body: Value = serde_json::from_str(other["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["authorization"], json!("Bearer decoy"));
+    results.push(other.to_string());
+
+    // The host does not follow a redirect; following it by hand is
+    // checked like any request.
+    let redirect = ok(
+        client,
+        "spy_http_send",
+        send(
+            format!("{bound}/redirect?to=http://169.254.169.254/latest/meta-data/"),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(redirect["status"], json!(302), "{redirect}");
+    results.push(redirect.to_string());
+
+    let before_bound = bound_server.requests().len();
+    let before_unbound = unbound_server.requests().len();
+    let denied = [
+        ("http://example.com/".to_string(), "not in plugin"),
+        (
+            "http://169.254.169.254/latest/meta-data/".to_string(),
+            "not in plugin",
+        ),
+        (
+            format!("http://127.0.0.1:{}/", bound_server.addr().port() ^ 1),
+            "not in plugin",
+        ),
+        // Allowed by name, but the name resolves to loopback, which the
+        // entry does not name.
+        (format!("{localhost}/echo/headers"), "loopback"),
+        (format!("https://{}/", bound_server.addr()), "not in plugin"),
+    ];
+    for (url, why) in denied {
+        let error = refused(client, "spy_http_send", send(url.clone(), json!({}))).await;
+        assert_eq!(error["code"], json!("network_denied"), "{url}: {error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains(why), "{url}: {message}");
+        results.push(error.to_string());
+    }
+    // A read tool may not write, even to an allowed destination.
+    let post = refused(
+        client,
+        "spy_http_send",
+        json!({ "url": format!("{bound}/contacts/c_1001"), "method": "DELETE" }),
+    )
+    .await;
+    assert_eq!(post["code"], json!("network_denied"), "{post}");
+    assert!(post["message"].as_str().unwrap().contains("GET/HEAD"));
+
+    // Nothing refused reached an upstream.
+    assert_eq!(bound_server.requests().len(), before_bound);
+    assert_eq!(unbound_server.requests().len(), before_unbound);
+
+    // A response over the limit is refused whole, with or without a length.
+    for route in ["big", "big-chunked"] {
+        let error = refused(
+            client,
+            "spy_http_send",
+            send(format!("{bound}/{route}?bytes=200000"), json!({})),
+        )
+        .await;
+        assert_eq!(error["code"], json!("response_too_large"), "{error}");
+        results.push(error.to_string());
+    }
+    let small = ok(
+        client,
+        "spy_http_send",
+        send(format!("{bound}/big?bytes=1000"), json!({})),
+    )
+    .await;
+    assert_eq!(small["body"].as_str().unwrap().len(), 1000);
+
+    // No socket around the gate.
+    let socket = ok(
+        client,
+        "spy_socket_open",
+        json!({ "addr": bound_server.addr().to_string() }),
+    )
+    .await;
+    assert_eq!(socket["connected"], json!(false), "{socket}");
+    results.push(socket.to_string());
+    let log = host.stop().await;
+
+    let state = m.path.parent().unwrap().join(".toolhost");
+    let records = wait_for(&state, "host_stopped");
+    let refusals = records
+        .iter()
+        .filter(|r| r["event"] == "outbound_request" && r["outcome"] == "network_denied")
+        .count();
+    assert_eq!(refusals, 6);
+    assert_no_leak(&secret, &log, &results, &state);
+}
+
+#[tokio::test]
+async fn a_missing_or_exposed_secret_refuses_the_plugin_with_a_clear_error() {
+    let secret = fresh_secret();
+    let crm_server = upstream(&secret).await;
+    let base = format!("http://{}", crm_server.addr());
+
+    // No secret anywhere: the crm plugin is refused, the rest served.
+    let m = manifest(vec![crm(&base, ""), PluginEntry::helpdesk()]);
+    let exit = start_and_exit(&m, &[]);
+    assert!(exit.success, "{}", exit.stderr);
+    assert!(
+        exit.stderr.contains("plugin `crm` refused")
+            && exit.stderr.contains("TOOLHOST_SECRET_CRM_TOKEN"),
+        "{}",
+        exit.stderr
+    );
+
+    // A secrets file others can read is refused; at 0600 it is used.
+    let dir = m.path.parent().unwrap();
+    let secrets = dir.join("secrets.toml");
+    std::fs::write(&secrets, format!("crm_token = \"{secret}\"\n")).unwrap();
+    let text = std::fs::read_to_string(&m.path).unwrap();
+    std::fs::write(
+        &m.path,
+        format!("[host]\nsecrets_file = \"secrets.toml\"\n\n{text}"),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let exit = start_and_exit(&m, &[]);
+        assert!(!exit.success);
+        assert!(exit.stderr.contains("chmod 600"), "{}", exit.stderr);
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let exit = start_and_exit(&m, &["--strict"]);
+    assert!(exit.success, "{}", exit.stderr);
+    assert!(!contains(exit.stderr.as_bytes(), &secret));
+}
