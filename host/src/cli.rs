@@ -24,6 +24,7 @@ use crate::mcp::{McpCatalog, stdio};
 use crate::operator::admin::{AdminServer, AdminToken};
 use crate::operator::{self, OpenTask, approval_json, task_json};
 use crate::sandbox::{ComponentCache, Sandbox};
+use crate::session::{Session, Transport};
 use crate::store::sqlite::operator as cli_operator;
 use crate::store::{ApprovalState, Decision, SqliteStore, Store, TaskState, now, rfc3339};
 
@@ -50,6 +51,29 @@ pub enum Command {
     State(StateArgs),
     /// Verify, export and follow the audit trail; print its public key.
     Audit(AuditArgs),
+    /// Run one tool call against the manifest, without an MCP client; print
+    /// the result, or the structured error and exit 1.
+    Call(CallArgs),
+}
+
+#[derive(Args)]
+pub struct CallArgs {
+    /// The tool to call, as the manifest declares it.
+    pub tool: String,
+    /// Its arguments: a JSON object.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    pub args: String,
+    /// The manifest; component paths in it are relative to its folder.
+    #[arg(long, default_value = "tools-manifest.toml")]
+    pub manifest: PathBuf,
+    /// Call as the task this token belongs to (needed for write and destructive tools).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "TOOLHOST_TASK_TOKEN",
+        hide_env_values = true
+    )]
+    pub task_token: Option<String>,
 }
 
 #[derive(Args)]
@@ -281,6 +305,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Approval(args) => approval(args),
         Command::State(args) => state(args),
         Command::Audit(args) => audit_command(args),
+        Command::Call(args) => call(args).await,
     }
 }
 
@@ -335,26 +360,7 @@ fn stdio_task(
         (_, token) => token.as_ref(),
     };
     if let Some(token) = token {
-        let Some(task) = store.authenticate(token)? else {
-            bail!(
-                "the task token (--task-token or TOOLHOST_TASK_TOKEN) is unknown to this host's store ({})",
-                manifest.state_dir.display()
-            );
-        };
-        match task.state(now()) {
-            TaskState::Open => {}
-            TaskState::Revoked => bail!(
-                "task {} was revoked; ask the operator for a new task",
-                task.id
-            ),
-            TaskState::Expired => bail!(
-                "task {} expired at {}; ask the operator to extend it (toolhost task extend {} --ttl …)",
-                task.id,
-                rfc3339(task.expires_at),
-                task.id
-            ),
-        }
-        return Ok(Some(task.id));
+        return Ok(Some(task_of_token(token, manifest, store)?));
     }
     let Some(id) = &args.task else {
         return Ok(None);
@@ -364,6 +370,30 @@ fn stdio_task(
     let ttl = operator::parse_ttl(&args.ttl)?;
     let task = store.ad_hoc_task(id, &args.grants, ttl)?;
     Ok(Some(task.id))
+}
+
+/// The open task a token belongs to, or why it cannot be used.
+fn task_of_token(token: &str, manifest: &Manifest, store: &dyn Store) -> anyhow::Result<String> {
+    let Some(task) = store.authenticate(token)? else {
+        bail!(
+            "the task token (--task-token or TOOLHOST_TASK_TOKEN) is unknown to this host's store ({})",
+            manifest.state_dir.display()
+        );
+    };
+    match task.state(now()) {
+        TaskState::Open => {}
+        TaskState::Revoked => bail!(
+            "task {} was revoked; ask the operator for a new task",
+            task.id
+        ),
+        TaskState::Expired => bail!(
+            "task {} expired at {}; ask the operator to extend it (toolhost task extend {} --ttl …)",
+            task.id,
+            rfc3339(task.expires_at),
+            task.id
+        ),
+    }
+    Ok(task.id)
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -392,6 +422,113 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     served
 }
 
+/// The store (every operator decision recorded), the sandbox and the
+/// vetted catalog: everything a call needs.
+async fn load_host(manifest: &Manifest, audit: &Audit) -> anyhow::Result<Toolhost> {
+    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(open_store(manifest)?, audit.clone()));
+    // Without a usable cache the host still serves; it compiles at every start.
+    let cache = ComponentCache::open(&manifest.state_dir)
+        .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
+        .ok();
+    let sandbox = Sandbox::new(cache)?;
+    let network = Network::new(manifest, Some(audit.clone()))?;
+    gate::redact::install(network.redactor().clone());
+    let catalog = catalog::load(manifest, &sandbox, &store, &network).await;
+    record_catalog(audit, manifest, &catalog);
+    Ok(Toolhost::new(catalog, store, audit.clone()))
+}
+
+async fn call(args: CallArgs) -> anyhow::Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let arguments = match serde_json::from_str::<serde_json::Value>(&args.args) {
+        Ok(serde_json::Value::Object(map)) => map,
+        Ok(_) => bail!("--args must be a JSON object, e.g. --args '{{\"key\": \"T-1041\"}}'"),
+        Err(e) => bail!("--args is not JSON: {e}"),
+    };
+    let audit = Audit::start(open_trail(&manifest)?, manifest.audit.checkpoint_every);
+    audit.record(Event::HostStarted {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        transport: "cli".to_string(),
+        manifest: manifest.path.display().to_string(),
+        manifest_sha256: manifest.digest.to_string(),
+    });
+    let outcome = call_recorded(&args, &manifest, &audit, arguments).await;
+    let stopped = audit.stop(Event::HostStopped {
+        pid: std::process::id(),
+        reason: match &outcome {
+            Err(e) => format!("{e:#}"),
+            Ok(_) => "stopped".to_string(),
+        },
+    });
+    if let Err(e) = stopped {
+        tracing::error!("the audit trail was not closed cleanly: {e}");
+    }
+    let (text, succeeded) = outcome?;
+    println!("{text}");
+    if !succeeded {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// The call itself; returns what to print and whether the call succeeded.
+async fn call_recorded(
+    args: &CallArgs,
+    manifest: &Manifest,
+    audit: &Audit,
+    arguments: serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<(String, bool)> {
+    let host = load_host(manifest, audit).await?;
+    if host.catalog.tool(&args.tool).is_none() {
+        if let Some((plugin, _)) = manifest.tool(&args.tool)
+            && let Some(refusal) = host
+                .catalog
+                .refusals
+                .iter()
+                .find(|r| r.plugin == plugin.name)
+        {
+            bail!("{refusal}");
+        }
+        bail!(
+            "no tool `{}` in {}; the manifest declares: {}",
+            args.tool,
+            manifest.path.display(),
+            host.catalog
+                .tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let task = match &args.task_token {
+        Some(token) => Some(task_of_token(token, manifest, &*host.store)?),
+        None => None,
+    };
+    let session = Session::new(Transport::Cli);
+    session.record_opened(
+        &host.audit,
+        Event::SessionOpened {
+            session: session.id().to_string(),
+            transport: Transport::Cli.as_str().to_string(),
+            client: Some("toolhost call".to_string()),
+            client_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+            protocol: None,
+            task: task.clone(),
+        },
+    );
+    let outcome = host
+        .call(&session, task.as_deref(), &args.tool, Some(arguments))
+        .await;
+    drop(session);
+    let succeeded = outcome.is_ok();
+    let result =
+        crate::mcp::reply::tool_result(outcome).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let value = result.structured_content.unwrap_or(serde_json::Value::Null);
+    Ok((serde_json::to_string_pretty(&value)?, succeeded))
+}
+
 async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = Arc::new(AuditedStore::new(open_store(&manifest)?, audit.clone()));
     let task = stdio_task(&args, &manifest, &*store)?;
@@ -405,15 +542,8 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
         )?),
         None => None,
     };
-    // Without a usable cache the host still serves; it compiles at every start.
-    let cache = ComponentCache::open(&manifest.state_dir)
-        .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
-        .ok();
-    let sandbox = Sandbox::new(cache)?;
-    let network = Network::new(&manifest, Some(audit.clone()))?;
-    gate::redact::install(network.redactor().clone());
-    let catalog = catalog::load(&manifest, &sandbox, &store, &network).await;
-    record_catalog(&audit, &manifest, &catalog);
+    let host = Arc::new(load_host(&manifest, &audit).await?);
+    let catalog = &host.catalog;
     if args.strict && !catalog.refusals.is_empty() {
         bail!(
             "--strict: {} plugin(s) refused (see above); not serving",
@@ -429,7 +559,6 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
         task = task.as_deref().unwrap_or("-"),
         "catalog ready"
     );
-    let host = Arc::new(Toolhost::new(catalog, store.clone(), audit));
     let mcp_catalog = Arc::new(McpCatalog::new(&host));
 
     let stop = CancellationToken::new();

@@ -24,6 +24,8 @@ pub enum Transport {
     Http,
     /// Streamable HTTP requests outside any session (2026-07-28).
     HttpStateless,
+    /// One call from `toolhost call`.
+    Cli,
 }
 
 impl Transport {
@@ -32,6 +34,7 @@ impl Transport {
             Transport::Stdio => "stdio",
             Transport::Http => "http",
             Transport::HttpStateless => "http-stateless",
+            Transport::Cli => "cli",
         }
     }
 }

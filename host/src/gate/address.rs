@@ -27,6 +27,15 @@ pub fn internal_kind(ip: IpAddr) -> Option<&'static str> {
                     s[7] as u8,
                 ));
             }
+            if s[0] == 0x2002 {
+                // 6to4 (2002::/16) carries an IPv4 address in its prefix.
+                return v4_kind(Ipv4Addr::new(
+                    (s[1] >> 8) as u8,
+                    s[1] as u8,
+                    (s[2] >> 8) as u8,
+                    s[2] as u8,
+                ));
+            }
             v6_kind(v6)
         }
     }
@@ -68,6 +77,13 @@ fn v6_kind(ip: Ipv6Addr) -> Option<&'static str> {
         "unique-local"
     } else if first & 0xffc0 == 0xfe80 {
         "link-local"
+    } else if first & 0xffc0 == 0xfec0 {
+        "site-local"
+    } else if first == 0x0064 && ip.segments()[1] == 0xff9b {
+        // 64:ff9b:1::/48, local-use NAT64
+        "NAT64 (local use)"
+    } else if ip.segments()[..4] == [0x0100, 0, 0, 0] {
+        "discard-only"
     } else if ip.is_multicast() {
         "multicast"
     } else if first == 0x2001 && ip.segments()[1] == 0x0db8 {
@@ -122,6 +138,8 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:169.254.169.254",
             "64:ff9b::a9fe:a9fe",
+            "2002:7f00:1::1",
+            "fec0::1",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
             assert!(check(ip, &[]).is_err(), "{ip}");

@@ -30,7 +30,7 @@ use crate::audit::{Audit, Event};
 use crate::manifest::{
     AllowEntry, CredentialDecl, Manifest, NetworkLimits, PluginDecl, PluginName, RiskClass, Scheme,
 };
-use send::{SendError, Target};
+use send::{HeldBytes, SendError, Target};
 
 /// The host-wide part of the gate: the secret store and the redactor built
 /// from every secret the manifest names.
@@ -45,14 +45,17 @@ impl Network {
     /// missing is not an error here: only its plugin is refused, at load.
     pub fn new(manifest: &Manifest, audit: Option<Audit>) -> Result<Network, SecretError> {
         let secrets = SecretStore::open(manifest.secrets_file.as_deref())?;
-        let mut known = Vec::new();
-        for plugin in &manifest.plugins {
-            for c in &plugin.network.credentials {
-                if known.iter().any(|(n, _)| n == c.secret.as_str()) {
-                    continue;
-                }
-                if let Ok(value) = secrets.get(&c.secret) {
-                    known.push((c.secret.as_str().to_string(), value));
+        // Each value, and each header value it is sent in, so that their
+        // encodings (say, base64 of `Bearer …`) are caught too.
+        let mut known: Vec<(String, zeroize::Zeroizing<String>)> = Vec::new();
+        for c in manifest.plugins.iter().flat_map(|p| &p.network.credentials) {
+            let Ok(value) = secrets.get(&c.secret) else {
+                continue;
+            };
+            let formatted = zeroize::Zeroizing::new(c.format.replace("{secret}", &value));
+            for form in [value, formatted] {
+                if !known.iter().any(|(_, v)| *v == form) {
+                    known.push((c.secret.as_str().to_string(), form));
                 }
             }
         }
@@ -120,6 +123,9 @@ impl Network {
             limits: decl.network.limits,
             methods,
             in_flight: Arc::new(Semaphore::new(decl.network.limits.concurrent as usize)),
+            held: HeldBytes::new(
+                decl.network.limits.response_bytes * u64::from(decl.network.limits.concurrent),
+            ),
             redactor: self.redactor.clone(),
             audit: self.audit.clone(),
         })
@@ -143,6 +149,8 @@ pub struct Gate {
     /// Methods each tool may use; `None` for any.
     methods: HashMap<String, Option<Vec<Method>>>,
     in_flight: Arc<Semaphore>,
+    /// Response bytes its instances hold, at most `concurrent` full responses.
+    held: HeldBytes,
     redactor: Arc<Redactor>,
     audit: Option<Audit>,
 }
@@ -157,6 +165,7 @@ impl Gate {
             limits: NetworkLimits::default(),
             methods: HashMap::new(),
             in_flight: Arc::new(Semaphore::new(1)),
+            held: HeldBytes::new(0),
             redactor: Arc::new(Redactor::default()),
             audit: None,
         }
@@ -373,7 +382,28 @@ impl WasiHttpHooks for Egress {
             let detail = format!("{origin} is not an http or https destination");
             return denied(&attempt, detail, request.into_body());
         };
-        if let Some(Some(methods)) = gate.methods.get(&self.tool)
+        let authority = request.uri().authority().map_or("", |a| a.as_str());
+        let port_text = authority.rsplit_once(']').map_or(authority, |(_, p)| p);
+        if authority.contains('@')
+            || (port_text.contains(':') && request.uri().port_u16().is_none())
+        {
+            let detail = format!("the authority {authority:?} has user info or an invalid port");
+            return denied(&attempt, detail, request.into_body());
+        }
+        // Outside a tool call (instantiation, `describe()`) nothing goes out.
+        let Some(methods) = gate.methods.get(&self.tool) else {
+            let detail = format!(
+                "{origin}: plugin `{}` sent a request outside a tool call",
+                gate.plugin
+            );
+            return denied(&attempt, detail, request.into_body());
+        };
+        // Both echo or tunnel past everything the host checks.
+        if request.method() == Method::TRACE || request.method() == Method::CONNECT {
+            let detail = format!("{} requests are never sent", request.method());
+            return denied(&attempt, detail, request.into_body());
+        }
+        if let Some(methods) = methods
             && !methods.contains(request.method())
         {
             let detail = format!(
@@ -400,6 +430,15 @@ impl WasiHttpHooks for Egress {
             return denied(&attempt, detail, request.into_body());
         };
 
+        // Bodies come back unencoded and whole, so that redaction sees the
+        // bytes the plugin will read.
+        let headers = request.headers_mut();
+        headers.insert(
+            http::header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        headers.remove(http::header::RANGE);
+        headers.remove(http::header::IF_RANGE);
         // The host's value replaces any header of the same name the
         // plugin set.
         for credential in &gate.credentials {
@@ -442,6 +481,7 @@ impl WasiHttpHooks for Egress {
                     &target,
                     limits.response_bytes,
                     &attempt.gate.redactor,
+                    &attempt.gate.held,
                 ),
             )
             .await;
@@ -468,6 +508,10 @@ impl WasiHttpHooks for Egress {
                 Ok(Err(error @ SendError::TooLarge { .. })) => {
                     let wasi = error.to_wasi();
                     Err(attempt.refuse("response_too_large", error.to_string(), false, wasi))
+                }
+                Ok(Err(error @ SendError::Held { .. })) => {
+                    let wasi = error.to_wasi();
+                    Err(attempt.refuse("busy", error.to_string(), true, wasi))
                 }
                 Ok(Err(error)) => {
                     attempt.finish("failed", None, None, None, Some(error.to_string()));

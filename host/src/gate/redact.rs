@@ -8,7 +8,15 @@ use std::sync::{Arc, OnceLock};
 use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
+/// Percent-encoding that leaves RFC 3986's unreserved characters alone, as
+/// most URL encoders do.
+const URL_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 use zeroize::Zeroizing;
 
 /// Replaces known secret values. Cheap to share; empty when no secret is
@@ -40,6 +48,11 @@ impl Redactor {
                 URL_SAFE.encode(bytes),
                 URL_SAFE_NO_PAD.encode(bytes),
                 utf8_percent_encode(value, NON_ALPHANUMERIC).to_string(),
+                utf8_percent_encode(value, URL_COMPONENT).to_string(),
+                // Form encoding writes spaces as `+`.
+                utf8_percent_encode(value, URL_COMPONENT)
+                    .to_string()
+                    .replace("%20", "+"),
                 // JSON text escapes `/` optionally and `"`/`\` always.
                 value.replace('\\', "\\\\").replace('"', "\\\""),
                 value.replace('/', "\\/"),
@@ -55,8 +68,10 @@ impl Redactor {
         if patterns.is_empty() {
             return Redactor::default();
         }
+        // Case-insensitive: an echo may change case (hex digits, `%2f`).
         let matcher = AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostLongest)
+            .ascii_case_insensitive(true)
             .build(patterns.iter().map(|p| p.as_bytes()))
             .expect("a few short literal patterns always build");
         Redactor {

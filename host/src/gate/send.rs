@@ -39,6 +39,8 @@ pub(super) enum SendError {
     Tls { host: String, error: std::io::Error },
     #[error("the response is larger than the limit of {limit} bytes")]
     TooLarge { limit: u64 },
+    #[error("the plugin holds {held} bytes of responses it has not released, the most it may hold")]
+    Held { held: u64 },
     #[error("HTTP exchange failed: {0}")]
     Http(#[from] hyper::Error),
 }
@@ -56,6 +58,7 @@ impl SendError {
             SendError::Connect { .. } => E::ConnectionRefused,
             SendError::Tls { .. } => E::TlsProtocolError,
             SendError::TooLarge { limit } => E::HttpResponseBodySize(Some(*limit)),
+            SendError::Held { .. } => E::ConnectionLimitReached,
             SendError::Http(e) if e.is_timeout() => E::HttpResponseTimeout,
             SendError::Http(_) => E::HttpProtocolError,
         }
@@ -75,6 +78,7 @@ pub(super) async fn send(
     target: &Target,
     limit: u64,
     redactor: &Redactor,
+    held: &HeldBytes,
 ) -> Result<Sent, SendError> {
     let addrs = resolve(target).await?;
     for addr in &addrs {
@@ -87,26 +91,57 @@ pub(super) async fn send(
         Scheme::Https => Io::Tls(Box::new(tls(stream, &target.host).await?)),
     };
 
-    // Requests go in origin form; the Host header names the authority.
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
+    // Requests go in origin form, and the Host header names the checked
+    // host and port, whatever authority text the guest wrote.
+    let uri = request.uri();
+    let path = match (uri.path(), uri.query()) {
+        ("", None) => "/".to_string(),
+        ("", Some(q)) => format!("/?{q}"),
+        (p, None) => p.to_string(),
+        (p, Some(q)) => format!("{p}?{q}"),
+    };
+    *request.uri_mut() = path
         .parse()
-        .expect("a path from a valid URI is a valid URI");
-    *request.uri_mut() = path;
+        .map_err(|_| SendError::Denied(format!("the request path {path:?} is not valid")))?;
+    let shown = if target.host.contains(':') {
+        format!("[{}]", target.host)
+    } else {
+        target.host.clone()
+    };
+    let host_header = if target.port == target.scheme.default_port() {
+        shown
+    } else {
+        format!("{shown}:{}", target.port)
+    };
+    request.headers_mut().insert(
+        http::header::HOST,
+        HeaderValue::from_str(&host_header)
+            .map_err(|_| SendError::Denied(format!("{host_header} is not a valid host")))?,
+    );
+    let bodiless_response = request.method() == http::Method::HEAD;
     let request = drop_body_of_bodiless(request);
 
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
     let connection = AbortOnDrop(tokio::spawn(connection));
     let response = sender.send_request(request).await?;
 
+    // Redaction needs the bytes as sent: a compressed body would carry a
+    // secret past it. The request asked for `identity`.
+    let encoding = response
+        .headers()
+        .get(http::header::CONTENT_ENCODING)
+        .map(|v| v.as_bytes().to_ascii_lowercase());
+    if encoding.is_some_and(|e| e != b"identity") {
+        return Err(SendError::Denied(
+            "the response is content-encoded, which the host cannot check for secrets".into(),
+        ));
+    }
     let declared = response
         .headers()
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit) {
+    if !bodiless_response && declared.is_some_and(|n| n > limit) {
         return Err(SendError::TooLarge { limit });
     }
     let (mut parts, mut body) = response.into_parts();
@@ -131,14 +166,12 @@ pub(super) async fn send(
         std::borrow::Cow::Borrowed(_) => buffer.freeze(),
         std::borrow::Cow::Owned(clean) => Bytes::from(clean),
     };
-    if parts.headers.contains_key(http::header::CONTENT_LENGTH) {
+    if !bodiless_response && parts.headers.contains_key(http::header::CONTENT_LENGTH) {
         parts
             .headers
             .insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     }
-    let body = Full::new(body)
-        .map_err(|never| match never {})
-        .boxed_unsync();
+    let body = Held::new(body, held)?.boxed_unsync();
     Ok(Sent {
         response: Response::from_parts(parts, body),
         connected,
@@ -229,6 +262,77 @@ pub(super) fn drain(body: WasiBody) {
     tokio::spawn(async move {
         let _ = body.collect().await;
     });
+}
+
+/// Bytes of responses a plugin's instances hold in host memory, read but
+/// not yet dropped by the guest. Bounded per plugin, since none of it counts
+/// against the guest's own memory limit.
+pub(super) struct HeldBytes {
+    held: Arc<std::sync::atomic::AtomicU64>,
+    max: u64,
+}
+
+impl HeldBytes {
+    pub fn new(max: u64) -> HeldBytes {
+        HeldBytes {
+            held: Arc::default(),
+            max,
+        }
+    }
+}
+
+/// A response body that gives its bytes back to [`HeldBytes`] when dropped.
+struct Held {
+    body: Full<Bytes>,
+    held: Arc<std::sync::atomic::AtomicU64>,
+    size: u64,
+}
+
+impl Held {
+    fn new(bytes: Bytes, account: &HeldBytes) -> Result<Held, SendError> {
+        use std::sync::atomic::Ordering;
+        let size = bytes.len() as u64;
+        account
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                (now + size <= account.max).then_some(now + size)
+            })
+            .map_err(|now| SendError::Held { held: now })?;
+        Ok(Held {
+            body: Full::new(bytes),
+            held: account.held.clone(),
+            size,
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.held
+            .fetch_sub(self.size, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl http_body::Body for Held {
+    type Data = Bytes;
+    type Error = wasmtime_wasi_http::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body)
+            .poll_frame(cx)
+            .map_err(|never| match never {})
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The connection's I/O task, stopped when the exchange is over.

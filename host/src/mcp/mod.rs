@@ -7,7 +7,7 @@
 
 mod approval;
 pub mod http;
-mod reply;
+pub(crate) mod reply;
 pub mod stdio;
 
 use std::sync::Arc;

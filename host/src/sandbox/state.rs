@@ -271,6 +271,11 @@ impl LogSink {
             Ok(_) => {}
             Err(_) => return,
         }
+        // Redacted before it is cut, so a cut cannot split a secret.
+        let bytes = match crate::gate::redact::installed() {
+            Some(redactor) => redactor.bytes(bytes),
+            None => std::borrow::Cow::Borrowed(bytes),
+        };
         let cut = &bytes[..bytes.len().min(LOG_LINE_BYTES)];
         let text = String::from_utf8_lossy(cut);
         let text = text.trim_end();

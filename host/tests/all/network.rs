@@ -242,13 +242,18 @@ async fn the_crm_tools_work_end_to_end_with_the_injected_credential() {
 /// `unbound` (without), both on loopback, and `localhost` on the unbound
 /// port without naming loopback.
 fn spy(bound: &str, unbound: &str, localhost: &str) -> PluginEntry {
+    spy_with(bound, unbound, localhost, "response_kib = 64")
+}
+
+/// [`spy`] with other network limits.
+fn spy_with(bound: &str, unbound: &str, localhost: &str, limits: &str) -> PluginEntry {
     let component = wasm("spy");
     PluginEntry {
         name: "spy".into(),
         sha256: sha256(&component),
         component,
         extra: format!(
-            "network = {{ response_kib = 64, allow = [\
+            "network = {{ {limits}, allow = [\
              {{ destination = \"{bound}\", addresses = [\"127.0.0.1/32\"] }}, \
              {{ destination = \"{unbound}\", addresses = [\"127.0.0.1/32\"] }}, \
              \"{localhost}\"] }}\n\
@@ -295,7 +300,8 @@ async fn a_hostile_plugin_gets_no_secret_and_reaches_nothing_it_was_not_allowed(
     .await;
     assert_eq!(echoed["status"], json!(200), "{echoed}");
     let body: Value = serde_json::from_str(echoed["body"].as_str().unwrap()).unwrap();
-    assert_eq!(body["authorization"], json!("Bearer [REDACTED:crm_token]"));
+    // The whole header value is a known form of the secret.
+    assert_eq!(body["authorization"], json!("[REDACTED:crm_token]"));
     results.push(echoed.to_string());
     let last = bound_server.requests().pop().unwrap();
     assert_eq!(last.authorization, Some(format!("Bearer {secret}")));
@@ -313,6 +319,15 @@ async fn a_hostile_plugin_gets_no_secret_and_reaches_nothing_it_was_not_allowed(
     let body: Value = serde_json::from_str(other["body"].as_str().unwrap()).unwrap();
     assert_eq!(body["authorization"], json!("Bearer decoy"));
     results.push(other.to_string());
+
+    // A path that is only a query is sent as `/?…`, not a crash.
+    let odd = call(
+        client,
+        "spy_http_send",
+        send(format!("{bound}?x=1"), json!({})),
+    )
+    .await;
+    results.push(format!("{odd:?}"));
 
     // The host does not follow a redirect; following it by hand is
     // checked like any request.
@@ -445,4 +460,67 @@ async fn a_missing_or_exposed_secret_refuses_the_plugin_with_a_clear_error() {
     let exit = start_and_exit(&m, &["--strict"]);
     assert!(exit.success, "{}", exit.stderr);
     assert!(!contains(exit.stderr.as_bytes(), &secret));
+}
+
+#[tokio::test]
+async fn requests_per_call_and_the_request_timeout_are_enforced() {
+    let secret = fresh_secret();
+    let server = upstream(&secret).await;
+    let bound = format!("http://{}", server.addr());
+    let m = manifest(vec![spy_with(
+        &bound,
+        "http://unused.example.com",
+        "http://localhost:1",
+        "requests_per_call = 3, timeout_ms = 300",
+    )]);
+    let host = host(&m, &[], &secret).await;
+    let client = &host.client;
+    let url = format!("{bound}/echo/headers");
+
+    let three = ok(client, "spy_http_send", json!({ "url": url, "repeat": 3 })).await;
+    assert_eq!(three["status"], json!(200));
+    let before = server.requests().len();
+    let four = refused(client, "spy_http_send", json!({ "url": url, "repeat": 4 })).await;
+    assert_eq!(four["code"], json!("network_denied"), "{four}");
+    assert!(
+        four["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than 3 requests"),
+        "{four}"
+    );
+    assert_eq!(server.requests().len(), before + 3, "the fourth never left");
+    // The count is per call: the next call starts again.
+    ok(client, "spy_http_send", json!({ "url": url })).await;
+
+    let slow = refused(
+        client,
+        "spy_http_send",
+        json!({ "url": format!("{bound}/slow?ms=3000") }),
+    )
+    .await;
+    assert_eq!(slow["code"], json!("timeout"), "{slow}");
+    host.stop().await;
+
+    let state = m.path.parent().unwrap().join(".toolhost");
+    let records = wait_for(&state, "host_stopped");
+    let outcomes: Vec<&str> = records
+        .iter()
+        .filter(|r| r["event"] == "outbound_request")
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "ok",
+            "ok",
+            "ok",
+            "ok",
+            "ok",
+            "ok",
+            "network_denied",
+            "ok",
+            "timeout"
+        ]
+    );
 }

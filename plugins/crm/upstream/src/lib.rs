@@ -177,7 +177,8 @@ fn router(shared: Arc<Shared>, test_routes: bool) -> Router {
             .route("/echo/headers", get(echo_headers))
             .route("/redirect", get(redirect))
             .route("/big", get(big))
-            .route("/big-chunked", get(big_chunked));
+            .route("/big-chunked", get(big_chunked))
+            .route("/slow", get(slow));
     }
     app.fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
@@ -426,6 +427,19 @@ fn big_size(params: Result<Query<BigParams>, QueryRejection>) -> Result<usize, A
 async fn big(params: Result<Query<BigParams>, QueryRejection>) -> Result<Response, ApiError> {
     let size = big_size(params)?;
     Ok(([(header::CONTENT_TYPE, "text/plain")], vec![b'a'; size]).into_response())
+}
+
+#[derive(Deserialize)]
+struct SlowParams {
+    ms: Option<u64>,
+}
+
+/// Answers after `ms` milliseconds (at most ten seconds), to test the
+/// caller's timeout.
+async fn slow(Query(params): Query<SlowParams>) -> &'static str {
+    let ms = params.ms.unwrap_or(1_000).min(10_000);
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    "done"
 }
 
 /// Streams the body so hyper cannot know its length and sends it chunked,
