@@ -5,6 +5,7 @@ mod admin;
 mod approvals;
 mod audit;
 mod cache;
+mod call;
 mod catalog;
 mod conformance;
 mod faults;
