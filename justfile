@@ -69,10 +69,12 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
 
 # The in-process floor, latency and throughput of the example catalog over
-# stdio and Streamable HTTP, and what the audit trail's fsync costs a write;
+# stdio and Streamable HTTP, what the audit trail's fsync costs a write,
+# start-up (example and 50-plugin catalogs, cold and warm cache) and memory;
 # `just bench --quick` for a smoke run.
 bench *args: build
     cargo bench -p toolhost --bench floor -- {{args}}
     cargo bench -p toolhost --bench stdio -- {{args}}
     cargo bench -p toolhost --bench http -- {{args}}
     cargo bench -p toolhost --bench audit -- {{args}}
+    cargo bench -p toolhost --bench footprint -- {{args}}

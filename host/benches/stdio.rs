@@ -14,13 +14,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    Row, Setup, cpu_time, micros, open_task, print_rows, save, scratch_manifest, summary,
+    Peer, Row, Setup, cpu_time, micros, open_task, print_rows, save, scratch_manifest, summary,
 };
 use serde_json::{Value, json};
 
@@ -111,7 +109,7 @@ fn main() {
 /// `depth` requests kept in flight: each answer is followed at once by a
 /// new request.
 fn measure_in_flight(binary: &Path, manifest: &Path, calls: usize, depth: usize) -> Row {
-    let mut peer = Peer::spawn(binary, manifest, None);
+    let mut peer = Peer::spawn(binary, manifest, &[]);
     let get = json!({ "name": "helpdesk_ticket_get", "arguments": { "key": "T-1041" } });
     // The session instance exists before the clock starts.
     peer.request("tools/call", get.clone());
@@ -156,98 +154,13 @@ struct Run {
     cpu_per_call: Duration,
 }
 
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
-}
-
-impl Peer {
-    /// Starts a host on stdio and completes the handshake.
-    fn spawn(binary: &Path, manifest: &Path, token: Option<&str>) -> Peer {
-        let mut command = Command::new(binary);
-        if let Some(token) = token {
-            command.env("TOOLHOST_TASK_TOKEN", token);
-        }
-        let mut child = command
-            .args(["serve", "--stdio", "--manifest"])
-            .arg(manifest)
-            .env("TOOLHOST_LOG", "warn")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut peer = Peer {
-            stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
-            child,
-            next_id: 0,
-        };
-        peer.request(
-            "initialize",
-            json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "bench", "version": "0" } }),
-        );
-        peer.notify("notifications/initialized");
-        peer
-    }
-
-    /// Sends a request without waiting; returns its id.
-    fn send(&mut self, method: &str, params: Value) -> u64 {
-        self.next_id += 1;
-        let id = self.next_id;
-        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
-        id
-    }
-
-    /// The id of the next answer, which must be a success.
-    fn receive(&mut self) -> u64 {
-        let mut reply = String::new();
-        loop {
-            reply.clear();
-            self.stdout.read_line(&mut reply).unwrap();
-            let value: Value = serde_json::from_str(&reply).expect("a JSON-RPC line");
-            if let Some(id) = value["id"].as_u64() {
-                assert_eq!(value["result"]["isError"], false, "{value}");
-                return id;
-            }
-        }
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
-        let mut reply = String::new();
-        loop {
-            reply.clear();
-            self.stdout.read_line(&mut reply).unwrap();
-            let value: Value = serde_json::from_str(&reply).expect("a JSON-RPC line");
-            if value["id"] == id {
-                assert!(value.get("error").is_none(), "{method} failed: {value}");
-                return value;
-            }
-        }
-    }
-
-    fn notify(&mut self, method: &str) {
-        writeln!(
-            self.stdin,
-            "{}",
-            json!({ "jsonrpc": "2.0", "method": method })
-        )
-        .unwrap();
-    }
-}
-
 fn measure(binary: &Path, manifest: &Path, calls: usize, token: Option<&str>) -> Run {
     let started = Instant::now();
-    let mut peer = Peer::spawn(binary, manifest, token);
+    let env: Vec<(&str, &str)> = token
+        .map(|t| ("TOOLHOST_TASK_TOKEN", t))
+        .into_iter()
+        .collect();
+    let mut peer = Peer::spawn(binary, manifest, &env);
     let startup = started.elapsed();
 
     let get = json!({ "name": "helpdesk_ticket_get", "arguments": { "key": "T-1041" } });

@@ -4,9 +4,9 @@
 // Each benchmark program uses a different part of this module.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -111,7 +111,12 @@ pub struct HttpHost {
 
 impl HttpHost {
     pub fn start(binary: &Path, manifest: &Path) -> HttpHost {
+        HttpHost::start_with_env(binary, manifest, &[])
+    }
+
+    pub fn start_with_env(binary: &Path, manifest: &Path, env: &[(&str, &str)]) -> HttpHost {
         let mut child = Command::new(binary)
+            .envs(env.iter().copied())
             .args(["serve", "--http", "127.0.0.1:0", "--manifest"])
             .arg(manifest)
             .env("TOOLHOST_LOG", "warn")
@@ -184,4 +189,103 @@ pub fn save(root: &Path, file: &str, results: &Value) {
         serde_json::to_string_pretty(results).unwrap(),
     )
     .unwrap();
+}
+
+/// A host on stdio driven line by line: the benchmarks' own client.
+pub struct Peer {
+    pub child: Child,
+    pub stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Peer {
+    /// Starts a host on stdio and completes the handshake.
+    pub fn spawn(binary: &Path, manifest: &Path, env: &[(&str, &str)]) -> Peer {
+        let mut child = Command::new(binary)
+            .envs(env.iter().copied())
+            .args(["serve", "--stdio", "--manifest"])
+            .arg(manifest)
+            .env("TOOLHOST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut peer = Peer {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next_id: 0,
+        };
+        peer.request(
+            "initialize",
+            json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "bench", "version": "0" } }),
+        );
+        peer.notify("notifications/initialized");
+        peer
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub fn send(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+        id
+    }
+
+    /// The id of the next answer, which must be a success.
+    pub fn receive(&mut self) -> u64 {
+        let mut reply = String::new();
+        loop {
+            reply.clear();
+            self.stdout.read_line(&mut reply).unwrap();
+            let value: Value = serde_json::from_str(&reply).expect("a JSON-RPC line");
+            if let Some(id) = value["id"].as_u64() {
+                assert_eq!(value["result"]["isError"], false, "{value}");
+                return id;
+            }
+        }
+    }
+
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut reply = String::new();
+        loop {
+            reply.clear();
+            self.stdout.read_line(&mut reply).unwrap();
+            let value: Value = serde_json::from_str(&reply).expect("a JSON-RPC line");
+            if value["id"] == id {
+                assert!(value.get("error").is_none(), "{method} failed: {value}");
+                return value;
+            }
+        }
+    }
+
+    pub fn notify(&mut self, method: &str) {
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({ "jsonrpc": "2.0", "method": method })
+        )
+        .unwrap();
+    }
+}
+
+/// Resident memory of a process, from /proc.
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kib << 10
 }

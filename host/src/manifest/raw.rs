@@ -311,56 +311,38 @@ fn vet_network(
                 addresses,
             });
         }
-        fn limit<T: PartialOrd + Copy + std::fmt::Display>(
-            at: &Locator<'_>,
-            value: Option<Spanned<T>>,
-            key: &str,
-            max: T,
-            default: T,
-            one: T,
-        ) -> Result<T, ManifestError> {
-            match value {
-                None => Ok(default),
-                Some(v) if *v.get_ref() >= one && *v.get_ref() <= max => Ok(*v.get_ref()),
-                Some(v) => Err(at.error(
-                    Some(v.span()),
-                    format!("network.{key} = {} is out of range", v.get_ref()),
-                    format!("use a value from {one} to {max} (default {default})"),
-                )),
-            }
-        }
         decl.limits = NetworkLimits {
-            timeout: std::time::Duration::from_millis(limit(
+            timeout: std::time::Duration::from_millis(bounded(
                 at,
                 network.timeout_ms,
-                "timeout_ms",
+                "network.timeout_ms",
+                1,
                 MAX_REQUEST_TIMEOUT_MS,
                 NetworkLimits::DEFAULT_TIMEOUT_MS,
-                1,
             )?),
-            response_bytes: u64::from(limit(
+            response_bytes: u64::from(bounded(
                 at,
                 network.response_kib,
-                "response_kib",
+                "network.response_kib",
+                1,
                 MAX_RESPONSE_KIB,
                 NetworkLimits::DEFAULT_RESPONSE_KIB,
-                1,
             )?) << 10,
-            requests_per_call: limit(
+            requests_per_call: bounded(
                 at,
                 network.requests_per_call,
-                "requests_per_call",
+                "network.requests_per_call",
+                1,
                 MAX_REQUESTS_PER_CALL,
                 NetworkLimits::DEFAULT_REQUESTS_PER_CALL,
-                1,
             )?,
-            concurrent: limit(
+            concurrent: bounded(
                 at,
                 network.concurrent,
-                "concurrent",
+                "network.concurrent",
+                1,
                 MAX_CONCURRENT,
                 NetworkLimits::DEFAULT_CONCURRENT,
-                1,
             )?,
         };
     }
@@ -460,28 +442,10 @@ fn vet_network(
 
 impl RawLimits {
     fn vet(self, at: &Locator<'_>) -> Result<Limits, ManifestError> {
-        fn bounded<T: PartialOrd + Copy + std::fmt::Display>(
-            at: &Locator<'_>,
-            value: Option<Spanned<T>>,
-            key: &str,
-            min: T,
-            max: T,
-            default: T,
-        ) -> Result<T, ManifestError> {
-            match value {
-                None => Ok(default),
-                Some(v) if *v.get_ref() >= min && *v.get_ref() <= max => Ok(*v.get_ref()),
-                Some(v) => Err(at.error(
-                    Some(v.span()),
-                    format!("limits.{key} = {} is out of range", v.get_ref()),
-                    format!("use a value from {min} to {max} (default {default})"),
-                )),
-            }
-        }
         let memory_mib = bounded(
             at,
             self.memory_mib,
-            "memory_mib",
+            "limits.memory_mib",
             1,
             MAX_MEMORY_MIB,
             Limits::DEFAULT_MEMORY_MIB,
@@ -489,7 +453,7 @@ impl RawLimits {
         let timeout_ms = bounded(
             at,
             self.call_timeout_ms,
-            "call_timeout_ms",
+            "limits.call_timeout_ms",
             1,
             MAX_CALL_TIMEOUT_MS,
             Limits::DEFAULT_CALL_TIMEOUT_MS,
@@ -497,7 +461,7 @@ impl RawLimits {
         let output_kib = bounded(
             at,
             self.output_kib,
-            "output_kib",
+            "limits.output_kib",
             1,
             MAX_OUTPUT_KIB,
             Limits::DEFAULT_OUTPUT_KIB,
@@ -505,7 +469,7 @@ impl RawLimits {
         let state_kib = bounded(
             at,
             self.state_kib,
-            "state_kib",
+            "limits.state_kib",
             0,
             MAX_STATE_KIB,
             Limits::DEFAULT_STATE_KIB,
@@ -516,6 +480,27 @@ impl RawLimits {
             output_bytes: (output_kib as usize) << 10,
             state_bytes: u64::from(state_kib) << 10,
         })
+    }
+}
+
+/// `value` if it is within `min..=max`, `default` if unset; `key` is the
+/// setting's full name for the message, e.g. `limits.memory_mib`.
+fn bounded<T: PartialOrd + Copy + std::fmt::Display>(
+    at: &Locator<'_>,
+    value: Option<Spanned<T>>,
+    key: &str,
+    min: T,
+    max: T,
+    default: T,
+) -> Result<T, ManifestError> {
+    match value {
+        None => Ok(default),
+        Some(v) if *v.get_ref() >= min && *v.get_ref() <= max => Ok(*v.get_ref()),
+        Some(v) => Err(at.error(
+            Some(v.span()),
+            format!("{key} = {} is out of range", v.get_ref()),
+            format!("use a value from {min} to {max} (default {default})"),
+        )),
     }
 }
 

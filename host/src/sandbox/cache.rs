@@ -154,7 +154,11 @@ fn write_entry(code_path: &Path, seal_path: &Path, code: &[u8]) -> std::io::Resu
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per write, so two writers (two hosts, or two threads of one)
+    // never rename each other's file away.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create(true)

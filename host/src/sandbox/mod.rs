@@ -12,7 +12,8 @@ pub use bindings::{CallContext, ToolError, ToolSpec};
 pub use cache::{CacheError, ComponentCache, Origin};
 pub use state::{LOG_LINES_PER_CALL, PluginShared};
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::manifest::Sha256Digest;
@@ -49,7 +50,12 @@ pub struct Sandbox {
     engine: Engine,
     linker: Arc<Linker<PluginState>>,
     cache: Option<ComponentCache>,
+    /// Components by digest: several plugins built from one component are
+    /// compiled (or loaded) once, the others waiting for the first.
+    compiled: Arc<Mutex<HashMap<Sha256Digest, Arc<Compiled>>>>,
 }
+
+type Compiled = OnceLock<Result<(Component, Origin), String>>;
 
 impl Sandbox {
     /// Builds the engine and starts the epoch ticker that enforces deadlines.
@@ -89,6 +95,7 @@ impl Sandbox {
             engine,
             linker: Arc::new(linker),
             cache,
+            compiled: Arc::default(),
         })
     }
 
@@ -102,15 +109,23 @@ impl Sandbox {
         shared: Arc<PluginShared>,
     ) -> Result<(PreparedPlugin, Origin), SandboxError> {
         let load_error = |e: wasmtime::Error| SandboxError::Load(format!("{e:#}"));
-        let (component, origin) = match &self.cache {
-            Some(cache) => cache
-                .load_or_compile(&self.engine, bytes, digest)
-                .map_err(load_error)?,
-            None => (
-                Component::new(&self.engine, bytes).map_err(load_error)?,
-                Origin::Compiled,
-            ),
-        };
+        let cell = self
+            .compiled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(*digest)
+            .or_default()
+            .clone();
+        let (component, origin) = cell
+            .get_or_init(|| {
+                match &self.cache {
+                    Some(cache) => cache.load_or_compile(&self.engine, bytes, digest),
+                    None => Component::new(&self.engine, bytes).map(|c| (c, Origin::Compiled)),
+                }
+                .map_err(|e| format!("{e:#}"))
+            })
+            .clone()
+            .map_err(SandboxError::Load)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
