@@ -36,7 +36,13 @@ async fn main() {
         .expect("the example manifest loads");
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&manifest.state_dir).expect("a scratch store"));
-    let sandbox = Sandbox::new(None).expect("the sandbox engine");
+    let largest_memory = manifest
+        .plugins
+        .iter()
+        .map(|p| p.limits.memory_bytes)
+        .max()
+        .unwrap();
+    let sandbox = Sandbox::new(None, largest_memory).expect("the sandbox engine");
     let network = toolhost::gate::Network::closed();
     let catalog = catalog::load(&manifest, &sandbox, &store, &network).await;
     let tool = catalog

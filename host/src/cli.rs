@@ -18,7 +18,7 @@ use crate::audit::{self, Audit, Event, Trail, TrailOptions};
 use crate::catalog;
 use crate::dispatch::Toolhost;
 use crate::gate::{self, Network};
-use crate::manifest::{Manifest, Sha256Digest};
+use crate::manifest::{Limits, Manifest, Sha256Digest};
 use crate::mcp::http::{HttpOptions, HttpServer};
 use crate::mcp::{McpCatalog, stdio};
 use crate::operator::admin::{AdminServer, AdminToken};
@@ -430,7 +430,13 @@ async fn load_host(manifest: &Manifest, audit: &Audit) -> anyhow::Result<Toolhos
     let cache = ComponentCache::open(&manifest.state_dir)
         .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
         .ok();
-    let sandbox = Sandbox::new(cache)?;
+    let largest_memory = manifest
+        .plugins
+        .iter()
+        .map(|p| p.limits.memory_bytes)
+        .max()
+        .unwrap_or(Limits::default().memory_bytes);
+    let sandbox = Sandbox::new(cache, largest_memory)?;
     let network = Network::new(manifest, Some(audit.clone()))?;
     gate::redact::install(network.redactor().clone());
     let catalog = catalog::load(manifest, &sandbox, &store, &network).await;

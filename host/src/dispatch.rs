@@ -157,6 +157,7 @@ impl CallError {
                 SandboxError::Timeout(_) => "timeout",
                 SandboxError::OutOfMemory(_) => "out_of_memory",
                 SandboxError::Trap(_) | SandboxError::Load(_) => "plugin_trap",
+                SandboxError::Busy(_) => "busy",
             }
             .into(),
             CallError::OutputTooLarge { .. } => "output_too_large".into(),

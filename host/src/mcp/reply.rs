@@ -142,6 +142,12 @@ pub fn tool_result(
                     ),
                     false,
                 ),
+                SandboxError::Busy(_) => (
+                    format!(
+                        "The host is running as many plugin instances as it allows, so {tool} could not start. Retry in a few seconds.{reset}"
+                    ),
+                    true,
+                ),
                 SandboxError::Trap(_) | SandboxError::Load(_) => (
                     format!(
                         "{tool} crashed. Do not retry the same call; report the failure.{reset}"

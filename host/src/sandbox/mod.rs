@@ -20,7 +20,10 @@ use crate::manifest::Sha256Digest;
 use bindings::{Plugin, PluginPre};
 use state::PluginState;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolConcurrencyLimitError, PoolingAllocationConfig,
+    Store, Trap, UpdateDeadline,
+};
 
 /// How often the deadline of running calls is checked; also the longest a
 /// busy guest runs before it yields to other tasks.
@@ -42,7 +45,18 @@ pub enum SandboxError {
     Trap(String),
     #[error("the component could not be compiled or linked: {0}")]
     Load(String),
+    #[error("the host runs its most instances at once ({0})")]
+    Busy(String),
 }
+
+/// Live plugin instances the host keeps at most, across all plugins and
+/// sessions; a call that would need one more gets `busy`.
+pub const MAX_INSTANCES: u32 = 1_000;
+/// Per instance, room in the pool for a component's parts: a Rust plugin
+/// has a few core instances, one or two memories and a few tables.
+const CORE_INSTANCES_PER_INSTANCE: u32 = 8;
+const MEMORIES_PER_INSTANCE: u32 = 2;
+const TABLES_PER_INSTANCE: u32 = 4;
 
 /// The engine and linker every plugin shares.
 #[derive(Clone)]
@@ -60,8 +74,30 @@ type Compiled = OnceLock<Result<(Component, Origin), String>>;
 impl Sandbox {
     /// Builds the engine and starts the epoch ticker that enforces deadlines.
     /// With a cache, compiled components are reused across restarts.
-    pub fn new(cache: Option<ComponentCache>) -> Result<Sandbox, SandboxError> {
+    /// `largest_memory` is the highest memory limit of any plugin: the
+    /// pooling allocator sizes its slots to it.
+    pub fn new(
+        cache: Option<ComponentCache>,
+        largest_memory: u64,
+    ) -> Result<Sandbox, SandboxError> {
         let mut config = Config::new();
+        // Instances come from a pool reserved once, so a fresh instance
+        // costs a few microseconds instead of fresh mappings; a slot keeps
+        // a little memory resident so the next instance does not fault it
+        // in again.
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(MAX_INSTANCES)
+            .total_core_instances(MAX_INSTANCES * CORE_INSTANCES_PER_INSTANCE)
+            .total_memories(MAX_INSTANCES * MEMORIES_PER_INSTANCE)
+            .total_tables(MAX_INSTANCES * TABLES_PER_INSTANCE)
+            .total_stacks(MAX_INSTANCES)
+            .max_memories_per_module(MEMORIES_PER_INSTANCE)
+            .max_tables_per_module(TABLES_PER_INSTANCE)
+            .table_elements(state::TABLE_ELEMENTS)
+            .max_memory_size(usize::try_from(largest_memory).unwrap_or(usize::MAX))
+            .linear_memory_keep_resident(64 << 10)
+            .table_keep_resident(16 << 10);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         config.epoch_interruption(true);
         // The component-model async machinery costs on every call and we use
         // no WASIp3 or async-lifted exports.
@@ -246,6 +282,9 @@ impl PluginInstance {
 
 /// Names the cause of a failed guest call for the model and the log.
 fn classify(error: wasmtime::Error, state: &PluginState, timeout: Duration) -> SandboxError {
+    if let Some(full) = error.downcast_ref::<PoolConcurrencyLimitError>() {
+        return SandboxError::Busy(full.to_string());
+    }
     if state.memory_exceeded {
         return SandboxError::OutOfMemory(state.shared_limits().memory_bytes);
     }

@@ -29,7 +29,7 @@ pub const LOG_LINES_PER_CALL: u32 = 200;
 /// Guest-controlled: one log line or output chunk is cut beyond this.
 const LOG_LINE_BYTES: usize = 2_048;
 /// Tables hold function references; real plugins use a few hundred entries.
-const TABLE_ELEMENTS: usize = 100_000;
+pub(super) const TABLE_ELEMENTS: usize = 100_000;
 /// A component made from Rust has a handful of core instances, one or two
 /// memories and a few tables; these bounds leave room for composed
 /// components while stopping one from multiplying its memory limit.

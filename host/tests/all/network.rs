@@ -524,3 +524,39 @@ async fn requests_per_call_and_the_request_timeout_are_enforced() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_plugins_concurrent_requests_are_capped_with_a_retryable_busy() {
+    let secret = fresh_secret();
+    let server = upstream(&secret).await;
+    let bound = format!("http://{}", server.addr());
+    let m = manifest(vec![spy_with(
+        &bound,
+        "http://unused.example.com",
+        "http://localhost:1",
+        "concurrent = 1",
+    )]);
+    let host = http_env(&m, &[], &[("TOOLHOST_SECRET_CRM_TOKEN", &secret)]);
+    let first = connect(&host.url).await;
+    let second = connect(&host.url).await;
+    let slow = json!({ "url": format!("{bound}/slow?ms=1500") });
+    let (a, b) = tokio::join!(call(&first, "spy_http_send", slow.clone()), async {
+        // Starts while the first request is surely in flight.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        call(&second, "spy_http_send", slow.clone()).await
+    });
+    assert_eq!(a.is_error, Some(false), "{a:?}");
+    assert_eq!(b.is_error, Some(true), "{b:?}");
+    let error = b.structured_content.unwrap();
+    assert_eq!(error["code"], json!("busy"), "{error}");
+    assert_eq!(error["retryable"], json!(true));
+    // Once the first is done, the plugin may send again.
+    ok(
+        &second,
+        "spy_http_send",
+        json!({ "url": format!("{bound}/echo/headers") }),
+    )
+    .await;
+    first.cancel().await.unwrap();
+    second.cancel().await.unwrap();
+}
