@@ -723,7 +723,8 @@ async fn a_serving_host_signs_a_checkpoint_at_its_interval() {
     let host = http(&m, &[]);
     let client = connect(&host.url).await;
     ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1046" })).await;
-    let call_seq = records(&state_dir(&m))
+    // A read's record is batched: it reaches the file within a second.
+    let call_seq = wait_for(&state_dir(&m), "tool_call")
         .iter()
         .find(|r| r["event"] == "tool_call")
         .map(|r| r["seq"].as_u64().unwrap())

@@ -462,8 +462,8 @@ async fn a_missing_or_exposed_secret_refuses_the_plugin_with_a_clear_error() {
     assert!(!contains(exit.stderr.as_bytes(), &secret));
 }
 
-#[tokio::test]
-async fn requests_per_call_and_the_request_timeout_are_enforced() {
+/// An upstream and a manifest whose spy may reach only it, with `limits`.
+async fn limited_spy(limits: &str) -> (String, Upstream, String, TestManifest) {
     let secret = fresh_secret();
     let server = upstream(&secret).await;
     let bound = format!("http://{}", server.addr());
@@ -471,8 +471,14 @@ async fn requests_per_call_and_the_request_timeout_are_enforced() {
         &bound,
         "http://unused.example.com",
         "http://localhost:1",
-        "requests_per_call = 3, timeout_ms = 300",
+        limits,
     )]);
+    (secret, server, bound, m)
+}
+
+#[tokio::test]
+async fn requests_per_call_and_the_request_timeout_are_enforced() {
+    let (secret, server, bound, m) = limited_spy("requests_per_call = 3, timeout_ms = 300").await;
     let host = host(&m, &[], &secret).await;
     let client = &host.client;
     let url = format!("{bound}/echo/headers");
@@ -527,15 +533,7 @@ async fn requests_per_call_and_the_request_timeout_are_enforced() {
 
 #[tokio::test]
 async fn a_plugins_concurrent_requests_are_capped_with_a_retryable_busy() {
-    let secret = fresh_secret();
-    let server = upstream(&secret).await;
-    let bound = format!("http://{}", server.addr());
-    let m = manifest(vec![spy_with(
-        &bound,
-        "http://unused.example.com",
-        "http://localhost:1",
-        "concurrent = 1",
-    )]);
+    let (secret, _server, bound, m) = limited_spy("concurrent = 1").await;
     let host = http_env(&m, &[], &[("TOOLHOST_SECRET_CRM_TOKEN", &secret)]);
     let first = connect(&host.url).await;
     let second = connect(&host.url).await;
