@@ -156,21 +156,6 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// A gate that refuses every request (a plugin without `network`).
-    pub fn closed(plugin: PluginName) -> Gate {
-        Gate {
-            plugin,
-            allow: Vec::new(),
-            credentials: Vec::new(),
-            limits: NetworkLimits::default(),
-            methods: HashMap::new(),
-            in_flight: Arc::new(Semaphore::new(1)),
-            held: HeldBytes::new(0),
-            redactor: Arc::new(Redactor::default()),
-            audit: None,
-        }
-    }
-
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
     }
@@ -222,10 +207,6 @@ impl Egress {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-    }
-
-    pub fn redactor(&self) -> &Redactor {
-        &self.gate.redactor
     }
 }
 
