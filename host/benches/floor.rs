@@ -22,7 +22,7 @@ use common::{Setup, micros, save, scratch_manifest, summary};
 use serde_json::{Value, json};
 use toolhost::catalog;
 use toolhost::manifest::Manifest;
-use toolhost::sandbox::{CallContext, Sandbox};
+use toolhost::sandbox::{CallContext, EngineSettings, Sandbox};
 use toolhost::store::{SqliteStore, Store};
 
 #[tokio::main]
@@ -36,13 +36,7 @@ async fn main() {
         .expect("the example manifest loads");
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&manifest.state_dir).expect("a scratch store"));
-    let largest_memory = manifest
-        .plugins
-        .iter()
-        .map(|p| p.limits.memory_bytes)
-        .max()
-        .unwrap();
-    let sandbox = Sandbox::new(None, largest_memory).expect("the sandbox engine");
+    let sandbox = Sandbox::new(None, EngineSettings::of(&manifest)).expect("the sandbox engine");
     let network = toolhost::gate::Network::closed();
     let catalog = catalog::load(&manifest, &sandbox, &store, &network).await;
     let tool = catalog

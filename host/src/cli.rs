@@ -18,12 +18,12 @@ use crate::audit::{self, Audit, Event, Trail, TrailOptions};
 use crate::catalog;
 use crate::dispatch::Toolhost;
 use crate::gate::{self, Network};
-use crate::manifest::{Limits, Manifest, Sha256Digest};
+use crate::manifest::{Manifest, Sha256Digest};
 use crate::mcp::http::{HttpOptions, HttpServer};
 use crate::mcp::{McpCatalog, stdio};
 use crate::operator::admin::{AdminServer, AdminToken};
 use crate::operator::{self, OpenTask, approval_json, task_json};
-use crate::sandbox::{ComponentCache, Sandbox};
+use crate::sandbox::{ComponentCache, EngineSettings, Sandbox};
 use crate::session::{Session, Transport};
 use crate::store::sqlite::operator as cli_operator;
 use crate::store::{ApprovalState, Decision, SqliteStore, Store, TaskState, now, rfc3339};
@@ -123,6 +123,18 @@ pub struct ServeArgs {
     /// Largest JSON-RPC message (stdio line or HTTP body) accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
     pub max_message_bytes: usize,
+    /// HTTP: live MCP sessions at most; a client that would open one more gets 503.
+    #[arg(long, value_name = "N", default_value_t = HttpOptions::DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: usize,
+    /// HTTP: a session with no request for this long is closed, and its plugin instances dropped.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub session_idle: std::time::Duration,
+    /// HTTP: a request's headers, and then its body, must arrive within this time.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub read_timeout: std::time::Duration,
+    /// HTTP: open connections at most; beyond it new connections wait to be accepted.
+    #[arg(long, value_name = "N", default_value_t = HttpOptions::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Args)]
@@ -430,13 +442,7 @@ async fn load_host(manifest: &Manifest, audit: &Audit) -> anyhow::Result<Toolhos
     let cache = ComponentCache::open(&manifest.state_dir)
         .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
         .ok();
-    let largest_memory = manifest
-        .plugins
-        .iter()
-        .map(|p| p.limits.memory_bytes)
-        .max()
-        .unwrap_or(Limits::default().memory_bytes);
-    let sandbox = Sandbox::new(cache, largest_memory)?;
+    let sandbox = Sandbox::new(cache, EngineSettings::of(manifest))?;
     let network = Network::new(manifest, Some(audit.clone()))?;
     gate::redact::install(network.redactor().clone());
     let catalog = catalog::load(manifest, &sandbox, &store, &network).await;
@@ -606,6 +612,10 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
     let mut options = HttpOptions::loopback(args.max_message_bytes);
     options.allowed_hosts.extend(args.allow_hosts);
     options.allowed_origins.extend(args.allow_origins);
+    options.max_sessions = args.max_sessions;
+    options.session_idle = args.session_idle;
+    options.read_timeout = args.read_timeout;
+    options.max_connections = args.max_connections;
     let tools = host.catalog.tools.len();
     let server = HttpServer::bind(addr, host.clone(), mcp_catalog, options)
         .await

@@ -17,6 +17,7 @@ use crate::catalog::{Catalog, CatalogTool};
 use crate::gate::Refusal;
 use crate::manifest::{InstanceMode, RiskClass, ToolName};
 use crate::policy::{self, Denial};
+use crate::queue::Full;
 use crate::sandbox::{CallContext, SandboxError, ToolError};
 use crate::session::{Session, Transport};
 use crate::store::{ApprovalRequest, Charge, ChargeRefusal, Store, StoreError, TaskState, rfc3339};
@@ -112,6 +113,8 @@ pub enum CallError {
         /// The call ran in the session's instance, which was discarded.
         session_reset: bool,
     },
+    #[error("`{tool}`: {full}")]
+    Busy { tool: ToolName, full: Full },
     #[error("`{tool}` returned {size} bytes, more than its limit of {limit}")]
     OutputTooLarge {
         tool: ToolName,
@@ -156,10 +159,12 @@ impl CallError {
             CallError::Sandbox { error, .. } => match error {
                 SandboxError::Timeout(_) => "timeout",
                 SandboxError::OutOfMemory(_) => "out_of_memory",
+                SandboxError::OutOfFuel(_) => "out_of_fuel",
                 SandboxError::Trap(_) | SandboxError::Load(_) => "plugin_trap",
                 SandboxError::Busy(_) => "busy",
             }
             .into(),
+            CallError::Busy { .. } => "busy".into(),
             CallError::OutputTooLarge { .. } => "output_too_large".into(),
             CallError::InvalidOutput { .. } => "invalid_output".into(),
             CallError::Plugin { error, .. } => error.code.clone().into(),
@@ -452,6 +457,10 @@ impl Toolhost {
             error,
             session_reset,
         };
+        let _slot = plugin.queue.enter().await.map_err(|full| CallError::Busy {
+            tool: tool.name.clone(),
+            full,
+        })?;
         let (outcome, refusal) = match plugin.instance {
             InstanceMode::Call => {
                 let mut instance = plugin
@@ -492,6 +501,16 @@ impl Toolhost {
         let redactor = plugin.prepared.shared().gate.redactor();
         match (outcome, refusal) {
             (Ok(raw), _) => {
+                // Refused before anything else reads it: a result can be
+                // as large as the plugin's memory.
+                let limit = plugin.prepared.shared().limits.output_bytes;
+                if raw.len() > limit {
+                    return Err(CallError::OutputTooLarge {
+                        tool: tool.name.clone(),
+                        size: raw.len(),
+                        limit,
+                    });
+                }
                 let clean = match redactor.text(&raw) {
                     Cow::Owned(clean) => Some(clean),
                     Cow::Borrowed(_) => None,

@@ -17,6 +17,7 @@ pub mod manifest;
 pub mod mcp;
 pub mod operator;
 pub mod policy;
+pub mod queue;
 pub mod sandbox;
 pub mod session;
 pub mod store;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
 use crate::gate::Network;
 use crate::manifest::{Manifest, PluginDecl, PluginName, Sha256Digest};
+use crate::queue::CallQueue;
 use crate::sandbox::{Origin, PluginShared, PreparedPlugin, Sandbox, ToolSpec};
 use crate::store::Store;
 
@@ -84,6 +85,7 @@ pub async fn load(
                     prepared,
                     sha256: decl.sha256.to_string(),
                     instance: decl.instance,
+                    queue: CallQueue::new(decl.limits.concurrent, decl.limits.queue),
                 });
                 for mut tool in tools {
                     tool.plugin = index;
@@ -123,6 +125,19 @@ async fn vet(
             path.display()
         )
     })?;
+    // A granted directory that is missing or not a directory is a mistake in
+    // the manifest: say so now rather than at the plugin's first call.
+    for grant in &decl.files {
+        cap_std::fs::Dir::open_ambient_dir(&grant.host, cap_std::ambient_authority()).map_err(
+            |e| {
+                format!(
+                    "files: cannot open directory {} (for {}): {e}",
+                    grant.host.display(),
+                    grant.guest
+                )
+            },
+        )?;
+    }
     let actual = Sha256Digest::of(&bytes);
     if actual != decl.sha256 {
         return Err(format!(
@@ -138,6 +153,7 @@ async fn vet(
         limits: decl.limits,
         store: store.clone(),
         gate,
+        files: decl.files.clone(),
     });
     let compiler = sandbox.clone();
     let (prepared, origin) =

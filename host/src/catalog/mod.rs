@@ -17,6 +17,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::manifest::{InstanceMode, RiskClass, ToolName};
+use crate::queue::CallQueue;
 use crate::sandbox::PreparedPlugin;
 
 /// A tool the host serves.
@@ -42,6 +43,8 @@ pub struct CatalogPlugin {
     /// The pinned digest of its component, for the audit trail.
     pub sha256: String,
     pub instance: InstanceMode,
+    /// Its call slots (`limits.concurrent`, `limits.queue`).
+    pub queue: CallQueue,
 }
 
 /// Everything that is served, and what was refused.

@@ -26,6 +26,12 @@ use serde::Deserialize;
 /// `state_dir` when the manifest sets none, relative to its folder.
 pub const DEFAULT_STATE_DIR: &str = ".toolhost";
 
+/// `[host] wasm_stack_kib` when unset: wasmtime's own default.
+pub const DEFAULT_WASM_STACK_KIB: u32 = 512;
+/// Every call runs on a 2 MiB fiber stack; the wasm stack must fit in it
+/// with room for the host functions the guest calls.
+pub const MAX_WASM_STACK_KIB: u32 = 1_024;
+
 /// What the platform team decided a tool may do. The plugin cannot change it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -71,6 +77,21 @@ pub struct Limits {
     pub output_bytes: usize,
     /// Bytes of keys and values the plugin may keep through `state`.
     pub state_bytes: u64,
+    /// Calls of this plugin that run at once, across all sessions.
+    pub concurrent: u32,
+    /// Calls that may wait for one of those slots; beyond it a call is
+    /// refused with `busy` at once instead of piling up.
+    pub queue: u32,
+    /// Lines a call may write to the host log (its stdout, stderr and the
+    /// `log` import together); the rest are dropped.
+    pub log_lines: u32,
+    /// Wasm instructions' worth of fuel per call, if the plugin is metered
+    /// by fuel as well as by time; unset means time only.
+    pub fuel: Option<u64>,
+    /// Elements a table of the instance may grow to.
+    pub table_elements: u32,
+    /// Core instances a component may create.
+    pub instances: u32,
 }
 
 impl Limits {
@@ -78,6 +99,15 @@ impl Limits {
     pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 5_000;
     pub const DEFAULT_OUTPUT_KIB: u32 = 1_024;
     pub const DEFAULT_STATE_KIB: u32 = 1_024;
+    pub const DEFAULT_CONCURRENT: u32 = 16;
+    pub const DEFAULT_QUEUE: u32 = 64;
+    pub const DEFAULT_LOG_LINES: u32 = 200;
+    pub const DEFAULT_TABLE_ELEMENTS: u32 = 20_000;
+    pub const DEFAULT_INSTANCES: u32 = 16;
+    /// Ceilings the host is built with (the pooling allocator reserves for
+    /// them), so a manifest can lower these limits but not raise them.
+    pub const MAX_TABLE_ELEMENTS: u32 = 100_000;
+    pub const MAX_INSTANCES: u32 = 32;
 }
 
 impl Default for Limits {
@@ -87,6 +117,12 @@ impl Default for Limits {
             call_timeout: std::time::Duration::from_millis(Self::DEFAULT_CALL_TIMEOUT_MS),
             output_bytes: (Self::DEFAULT_OUTPUT_KIB as usize) << 10,
             state_bytes: u64::from(Self::DEFAULT_STATE_KIB) << 10,
+            concurrent: Self::DEFAULT_CONCURRENT,
+            queue: Self::DEFAULT_QUEUE,
+            log_lines: Self::DEFAULT_LOG_LINES,
+            fuel: None,
+            table_elements: Self::DEFAULT_TABLE_ELEMENTS,
+            instances: Self::DEFAULT_INSTANCES,
         }
     }
 }
@@ -108,6 +144,26 @@ pub struct ToolDecl {
     pub line: usize,
 }
 
+/// One directory of the host given to a plugin (`files = [...]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileGrant {
+    /// Absolute path on the host.
+    pub host: PathBuf,
+    /// Where the plugin sees it: an absolute guest path such as `/kb`.
+    pub guest: String,
+    pub mode: FileMode,
+}
+
+/// What a plugin may do inside a granted directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileMode {
+    /// List and read.
+    Ro,
+    /// List, read, create, write, rename and delete.
+    Rw,
+}
+
 /// A plugin as the manifest declares it.
 #[derive(Debug, Clone)]
 pub struct PluginDecl {
@@ -122,6 +178,9 @@ pub struct PluginDecl {
     pub tools: Vec<ToolDecl>,
     /// Where its outbound HTTP may go, with which credentials.
     pub network: NetworkDecl,
+    /// Host directories the plugin may see, and nothing else of the host's
+    /// file system.
+    pub files: Vec<FileGrant>,
     /// 1-based line of `[[plugin]]`, for messages.
     pub line: usize,
 }
@@ -138,6 +197,10 @@ pub struct Manifest {
     pub audit: AuditSettings,
     /// Absolute path of `[host] secrets_file`, if set.
     pub secrets_file: Option<PathBuf>,
+    /// `[host] wasm_stack_kib`: how deep any plugin's wasm may recurse, in
+    /// bytes of native stack. One engine runs every plugin, so this one
+    /// setting is host-wide.
+    pub wasm_stack_bytes: usize,
     pub plugins: Vec<PluginDecl>,
 }
 
@@ -251,6 +314,13 @@ impl Manifest {
             state_dir,
             audit,
             secrets_file: raw.host.secrets_file.as_deref().map(|f| base.join(f)),
+            wasm_stack_bytes: (host_setting(
+                raw.host.wasm_stack_kib,
+                "wasm_stack_kib",
+                MAX_WASM_STACK_KIB,
+                DEFAULT_WASM_STACK_KIB,
+            )? as usize)
+                << 10,
             plugins,
         })
     }

@@ -11,8 +11,8 @@ use super::network::{
     AllowEntry, CredentialDecl, Destination, HostPattern, NetworkDecl, NetworkLimits, SecretName,
 };
 use super::{
-    InstanceMode, Limits, Locator, ManifestError, PluginDecl, PluginName, RiskClass, Sha256Digest,
-    ToolDecl, ToolName,
+    FileGrant, FileMode, InstanceMode, Limits, Locator, ManifestError, PluginDecl, PluginName,
+    RiskClass, Sha256Digest, ToolDecl, ToolName,
 };
 
 #[derive(Deserialize)]
@@ -36,6 +36,8 @@ pub(super) struct RawHost {
     pub audit_checkpoint_secs: Option<Spanned<u32>>,
     /// A TOML file of secret values (mode 0600), relative to the manifest.
     pub secrets_file: Option<String>,
+    /// Native stack a plugin's wasm may use, host-wide.
+    pub wasm_stack_kib: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -55,6 +57,16 @@ pub(super) struct RawPlugin {
     network: Option<Spanned<RawNetwork>>,
     #[serde(default)]
     credentials: Vec<Spanned<RawCredential>>,
+    #[serde(default)]
+    files: Vec<Spanned<RawFileGrant>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFileGrant {
+    host: String,
+    guest: String,
+    mode: FileMode,
 }
 
 #[derive(Deserialize)]
@@ -100,6 +112,12 @@ struct RawLimits {
     call_timeout_ms: Option<Spanned<u64>>,
     output_kib: Option<Spanned<u32>>,
     state_kib: Option<Spanned<u32>>,
+    concurrent: Option<Spanned<u32>>,
+    queue: Option<Spanned<u32>>,
+    log_lines: Option<Spanned<u32>>,
+    fuel: Option<Spanned<u64>>,
+    table_elements: Option<Spanned<u32>>,
+    instances: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -145,6 +163,9 @@ const MAX_REQUEST_TIMEOUT_MS: u64 = 10 * 60 * 1_000;
 const MAX_RESPONSE_KIB: u32 = 256 * 1_024;
 const MAX_REQUESTS_PER_CALL: u32 = 10_000;
 const MAX_CONCURRENT: u32 = 1_024;
+const MAX_QUEUE: u32 = 100_000;
+const MAX_LOG_LINES: u32 = 1_000_000;
+const MAX_FUEL: u64 = 1 << 50;
 /// Methods a tool may be allowed; anything else is not a plain API call.
 const HTTP_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 /// Headers the host sets itself or that frame the message: a credential in
@@ -248,6 +269,7 @@ impl RawPlugin {
             });
         }
         let network = vet_network(at, &name, self.network, self.credentials, &tools)?;
+        let files = vet_files(at, &name, base, self.files)?;
 
         Ok(PluginDecl {
             name,
@@ -262,9 +284,69 @@ impl RawPlugin {
                 .collect(),
             tools,
             network,
+            files,
             line,
         })
     }
+}
+
+/// Directories given to a plugin. Only the shape is checked here; the
+/// directory itself is opened when the plugin is loaded.
+fn vet_files(
+    at: &Locator<'_>,
+    plugin: &PluginName,
+    base: &Path,
+    files: Vec<Spanned<RawFileGrant>>,
+) -> Result<Vec<FileGrant>, ManifestError> {
+    let mut grants: Vec<FileGrant> = Vec::with_capacity(files.len());
+    for spanned in files {
+        let span = spanned.span();
+        let raw = spanned.into_inner();
+        let bad_guest = !raw.guest.starts_with('/')
+            || raw.guest.len() > 256
+            || raw.guest.contains('\\')
+            || raw.guest.contains('\0')
+            || raw.guest[1..]
+                .split('/')
+                .any(|part| part.is_empty() || part == "." || part == "..");
+        if bad_guest {
+            return Err(at.error(
+                Some(span),
+                format!(
+                    "plugin `{plugin}`: files: guest path {:?} is not a plain absolute path",
+                    raw.guest
+                ),
+                "write it as \"/name\" or \"/name/sub\", without `.`, `..` or empty parts".into(),
+            ));
+        }
+        if raw.host.trim().is_empty() {
+            return Err(at.error(
+                Some(span),
+                format!("plugin `{plugin}`: files: the host path is empty"),
+                "set host to a directory, relative to the manifest's folder".into(),
+            ));
+        }
+        let overlaps = grants.iter().find(|g| {
+            let (a, b) = (g.guest.as_str(), raw.guest.as_str());
+            a == b || a.starts_with(&format!("{b}/")) || b.starts_with(&format!("{a}/"))
+        });
+        if let Some(other) = overlaps {
+            return Err(at.error(
+                Some(span),
+                format!(
+                    "plugin `{plugin}`: files: guest path {:?} overlaps {:?}",
+                    raw.guest, other.guest
+                ),
+                "give each directory its own guest path, none inside another".into(),
+            ));
+        }
+        grants.push(FileGrant {
+            host: base.join(&raw.host),
+            guest: raw.guest,
+            mode: raw.mode,
+        });
+    }
+    Ok(grants)
 }
 
 /// The allow-list, the credentials and the network limits of one plugin.
@@ -474,11 +556,68 @@ impl RawLimits {
             MAX_STATE_KIB,
             Limits::DEFAULT_STATE_KIB,
         )?;
+        let concurrent = bounded(
+            at,
+            self.concurrent,
+            "limits.concurrent",
+            1,
+            MAX_CONCURRENT,
+            Limits::DEFAULT_CONCURRENT,
+        )?;
+        let queue = bounded(
+            at,
+            self.queue,
+            "limits.queue",
+            0,
+            MAX_QUEUE,
+            Limits::DEFAULT_QUEUE,
+        )?;
+        let log_lines = bounded(
+            at,
+            self.log_lines,
+            "limits.log_lines",
+            0,
+            MAX_LOG_LINES,
+            Limits::DEFAULT_LOG_LINES,
+        )?;
+        let fuel = match self.fuel {
+            None => None,
+            Some(v) if (1_000..=MAX_FUEL).contains(v.get_ref()) => Some(*v.get_ref()),
+            Some(v) => {
+                return Err(at.error(
+                    Some(v.span()),
+                    format!("limits.fuel = {} is out of range", v.get_ref()),
+                    format!("use a value from 1000 to {MAX_FUEL}, or leave it unset to meter by time only"),
+                ));
+            }
+        };
+        let table_elements = bounded(
+            at,
+            self.table_elements,
+            "limits.table_elements",
+            1,
+            Limits::MAX_TABLE_ELEMENTS,
+            Limits::DEFAULT_TABLE_ELEMENTS,
+        )?;
+        let instances = bounded(
+            at,
+            self.instances,
+            "limits.instances",
+            1,
+            Limits::MAX_INSTANCES,
+            Limits::DEFAULT_INSTANCES,
+        )?;
         Ok(Limits {
             memory_bytes: u64::from(memory_mib) << 20,
             call_timeout: std::time::Duration::from_millis(timeout_ms),
             output_bytes: (output_kib as usize) << 10,
             state_bytes: u64::from(state_kib) << 10,
+            concurrent,
+            queue,
+            log_lines,
+            fuel,
+            table_elements,
+            instances,
         })
     }
 }

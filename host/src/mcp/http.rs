@@ -7,6 +7,12 @@
 //! plugin instances. `Host` and `Origin` are checked against allow-lists (a
 //! foreign one gets 403) and request bodies are capped while streaming.
 //!
+//! What a hostile client can hold is bounded: request headers, then the
+//! body, must arrive within `read_timeout` (slow clients are cut off), open
+//! connections are capped (beyond it, new ones wait in the kernel's
+//! backlog), live sessions are capped (beyond it, 503 with `Retry-After`),
+//! and a session idle for `session_idle` is closed with its instances.
+//!
 //! A request may carry `Authorization: Bearer <task token>`; its calls are
 //! then made for that task. A token that was never issued is refused with
 //! 401 on any request. A revoked or expired one is refused with 401 when a
@@ -17,16 +23,21 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::serve::ListenerExt;
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use rmcp::model::{ErrorCode, ProtocolVersion};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::{Mutex, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::{Binding, McpCatalog, McpSession};
 use crate::bearer::Bearer;
@@ -48,9 +59,22 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// Largest request body, in bytes.
     pub max_message_bytes: usize,
+    /// Live MCP sessions at most.
+    pub max_sessions: usize,
+    /// A session with no request for this long is closed.
+    pub session_idle: Duration,
+    /// Headers, then the body, of a request must arrive within this time.
+    pub read_timeout: Duration,
+    /// Open connections at most.
+    pub max_connections: usize,
 }
 
 impl HttpOptions {
+    pub const DEFAULT_MAX_SESSIONS: usize = 2_000;
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 4_096;
+    pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(300);
+    pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
     /// Loopback only: what a local client, or a browser page served from
     /// this machine, needs; nothing a DNS-rebinding page can pass.
     pub fn loopback(max_message_bytes: usize) -> HttpOptions {
@@ -69,6 +93,10 @@ impl HttpOptions {
             .map(String::from)
             .to_vec(),
             max_message_bytes,
+            max_sessions: Self::DEFAULT_MAX_SESSIONS,
+            session_idle: Self::DEFAULT_SESSION_IDLE,
+            read_timeout: Self::DEFAULT_READ_TIMEOUT,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -78,6 +106,24 @@ pub struct HttpServer {
     listener: tokio::net::TcpListener,
     router: axum::Router,
     shutdown: CancellationToken,
+    read_timeout: Duration,
+    max_connections: usize,
+}
+
+/// What the session cap needs: the live sessions, and a lock that makes
+/// "count, then create" one step.
+#[derive(Clone)]
+struct SessionCap {
+    sessions: Arc<LocalSessionManager>,
+    max: usize,
+    creating: Arc<Mutex<()>>,
+}
+
+/// What the body reader needs.
+#[derive(Clone, Copy)]
+struct BodyLimits {
+    max_bytes: usize,
+    timeout: Duration,
 }
 
 impl HttpServer {
@@ -97,6 +143,18 @@ impl HttpServer {
             .with_max_request_body_bytes(options.max_message_bytes)
             .with_cancellation_token(shutdown.child_token());
         let store = host.store.clone();
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(options.session_idle);
+        let sessions = Arc::new(sessions);
+        let cap = SessionCap {
+            sessions: sessions.clone(),
+            max: options.max_sessions,
+            creating: Arc::default(),
+        };
+        let limits = BodyLimits {
+            max_bytes: options.max_message_bytes,
+            timeout: options.read_timeout,
+        };
         let service = StreamableHttpService::new(
             move || {
                 Ok(McpSession::new(
@@ -105,17 +163,22 @@ impl HttpServer {
                     Binding::PerRequest,
                 ))
             },
-            Arc::new(LocalSessionManager::default()),
+            sessions,
             config,
         );
+        // The last layer added runs first.
         let router = axum::Router::new()
             .route_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(cap, cap_sessions))
             .layer(axum::middleware::from_fn_with_state(store, bind_task))
+            .layer(axum::middleware::from_fn_with_state(limits, read_body))
             .layer(axum::middleware::map_response(json_rpc_error_bodies));
         Ok(HttpServer {
             listener,
             router,
             shutdown,
+            read_timeout: options.read_timeout,
+            max_connections: options.max_connections,
         })
     }
 
@@ -124,23 +187,157 @@ impl HttpServer {
         self.listener.local_addr()
     }
 
-    /// Serves until `stop` resolves, then closes sessions and connections.
+    /// Serves until `stop` resolves, then closes sessions and connections,
+    /// giving requests in flight a few seconds to finish.
     pub async fn run(self, stop: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-        let shutdown = self.shutdown.clone();
-        // A keep-alive client sends its next request only after the answer:
-        // Nagle would hold the answer's last segment for a delayed ACK.
-        let listener = self.listener.tap_io(|tcp| {
+        let mut http = hyper::server::conn::http1::Builder::new();
+        // The header timeout also runs while a keep-alive connection waits
+        // for its next request, so idle connections are closed as well.
+        http.timer(TokioTimer::new())
+            .header_read_timeout(self.read_timeout)
+            .max_buf_size(64 << 10);
+        let open = Arc::new(Semaphore::new(self.max_connections));
+        let connections = TaskTracker::new();
+        tokio::pin!(stop);
+        loop {
+            let permit = tokio::select! {
+                permit = open.clone().acquire_owned() => permit.expect("never closed"),
+                () = &mut stop => break,
+            };
+            let tcp = tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok((tcp, _)) => tcp,
+                    Err(e) => {
+                        // Out of file descriptors, or a connection reset
+                        // before it was accepted: wait a little, go on.
+                        tracing::warn!("accepting a connection failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut stop => break,
+            };
+            // A keep-alive client sends its next request only after the
+            // answer: Nagle would hold the answer's last segment for a
+            // delayed ACK.
             if let Err(e) = tcp.set_nodelay(true) {
                 tracing::debug!("TCP_NODELAY not set: {e}");
             }
-        });
-        axum::serve(listener, self.router)
-            .with_graceful_shutdown(async move {
-                stop.await;
-                shutdown.cancel();
-            })
+            let service = TowerToHyperService::new(self.router.clone());
+            let serving = http.serve_connection(TokioIo::new(tcp), service);
+            let closing = self.shutdown.clone();
+            connections.spawn(async move {
+                let _permit = permit;
+                tokio::pin!(serving);
+                let served = tokio::select! {
+                    served = serving.as_mut() => served,
+                    () = closing.cancelled() => {
+                        serving.as_mut().graceful_shutdown();
+                        serving.await
+                    }
+                };
+                if let Err(e) = served {
+                    tracing::debug!("connection ended: {e}");
+                }
+            });
+        }
+        self.shutdown.cancel();
+        connections.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, connections.wait())
             .await
+            .is_err()
+        {
+            tracing::warn!(
+                "{} connections still open after {SHUTDOWN_GRACE:?}; closing them",
+                connections.len()
+            );
+        }
+        Ok(())
     }
+}
+
+/// How long a stopping server waits for its connections to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Reads the whole request body within the read timeout and the size cap,
+/// so a client that trickles its body cannot hold a connection and a task.
+async fn read_body(State(limits): State<BodyLimits>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, limits.max_bytes);
+    let bytes = match tokio::time::timeout(limits.timeout, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the request body is larger than this host accepts ({} bytes)",
+                    limits.max_bytes
+                ),
+            )
+                .into_response();
+        }
+        Ok(Err(e)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("the request body could not be read: {e}"),
+            )
+                .into_response();
+        }
+        Err(_) => {
+            return (
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {} ms",
+                    limits.timeout.as_millis()
+                ),
+            )
+                .into_response();
+        }
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
+}
+
+/// Refuses a request that would open a session beyond the cap. Requests
+/// that open sessions are handled one at a time, so the cap holds exactly.
+async fn cap_sessions(State(cap): State<SessionCap>, request: Request, next: Next) -> Response {
+    let opens_session = request.method() == Method::POST
+        && !request.headers().contains_key("mcp-session-id")
+        && !is_stateless(request.headers());
+    if !opens_session {
+        return next.run(request).await;
+    }
+    let _one_at_a_time = cap.creating.lock().await;
+    let live = cap.sessions.sessions.read().await.len();
+    if live >= cap.max {
+        tracing::warn!(live, "session cap reached; refusing a new session");
+        let mut response = (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this host serves at most {} MCP sessions at once and all are in use; close an unused session or retry later",
+                cap.max
+            ),
+        )
+            .into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return response;
+    }
+    next.run(request).await
+}
+
+/// A request of a protocol era without `initialize` (2026-07-28 and later):
+/// it opens no session.
+fn is_stateless(headers: &HeaderMap) -> bool {
+    headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| serde_json::from_value::<ProtocolVersion>(v.into()).ok())
+        .is_some_and(|version| !version.has_initialize())
 }
 
 /// Resolves the bearer token, if any, to its task; see the module docs.
@@ -169,12 +366,7 @@ async fn bind_task(
         }
     };
     let headers = request.headers();
-    let stateless = headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| serde_json::from_value::<ProtocolVersion>(v.into()).ok())
-        .is_some_and(|version| !version.has_initialize());
-    let connecting = !stateless && !headers.contains_key("mcp-session-id");
+    let connecting = !is_stateless(headers) && !headers.contains_key("mcp-session-id");
     match task.state(store::now()) {
         TaskState::Open => {}
         state if connecting => {

@@ -148,6 +148,12 @@ pub fn tool_result(
                     ),
                     true,
                 ),
+                SandboxError::OutOfFuel(fuel) => (
+                    format!(
+                        "{tool} used up its compute budget of {fuel} fuel units for one call. Try a smaller request (fewer items, a narrower filter); the same call will fail the same way.{reset}"
+                    ),
+                    false,
+                ),
                 SandboxError::Trap(_) | SandboxError::Load(_) => (
                     format!(
                         "{tool} crashed. Do not retry the same call; report the failure.{reset}"
@@ -156,6 +162,13 @@ pub fn tool_result(
                 ),
             }
         }
+        CallError::Busy { tool, full } => (
+            format!(
+                "{tool} is at capacity: {} calls of its plugin run at once and {} more are already waiting. Retry in a few seconds.",
+                full.concurrent, full.queue
+            ),
+            true,
+        ),
         CallError::OutputTooLarge { tool, size, limit } => (
             format!(
                 "{tool} produced {size} bytes, more than its limit of {limit}. Ask for less (a smaller limit, a narrower filter)."

@@ -10,13 +10,13 @@ mod state;
 
 pub use bindings::{CallContext, ToolError, ToolSpec};
 pub use cache::{CacheError, ComponentCache, Origin};
-pub use state::{LOG_LINES_PER_CALL, PluginShared};
+pub use state::PluginShared;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::manifest::Sha256Digest;
+use crate::manifest::{Limits, Manifest, Sha256Digest};
 use bindings::{Plugin, PluginPre};
 use state::PluginState;
 use wasmtime::component::{Component, Linker};
@@ -41,6 +41,8 @@ pub enum SandboxError {
     Timeout(Duration),
     #[error("the plugin needed more than its memory limit of {} MiB", .0 >> 20)]
     OutOfMemory(u64),
+    #[error("the plugin used up its fuel of {0} units for one call")]
+    OutOfFuel(u64),
     #[error("the plugin crashed: {0}")]
     Trap(String),
     #[error("the component could not be compiled or linked: {0}")]
@@ -58,6 +60,41 @@ const CORE_INSTANCES_PER_INSTANCE: u32 = 8;
 const MEMORIES_PER_INSTANCE: u32 = 2;
 const TABLES_PER_INSTANCE: u32 = 4;
 
+/// What the one engine must be built for, taken from the whole manifest:
+/// the pool's slots fit the largest memory limit, and fuel metering (which
+/// slows every call a little) is compiled in only when a plugin asks for it.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineSettings {
+    pub largest_memory: u64,
+    pub wasm_stack: usize,
+    pub fuel: bool,
+}
+
+impl EngineSettings {
+    pub fn of(manifest: &Manifest) -> EngineSettings {
+        EngineSettings {
+            largest_memory: manifest
+                .plugins
+                .iter()
+                .map(|p| p.limits.memory_bytes)
+                .max()
+                .unwrap_or(Limits::default().memory_bytes),
+            wasm_stack: manifest.wasm_stack_bytes,
+            fuel: manifest.plugins.iter().any(|p| p.limits.fuel.is_some()),
+        }
+    }
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            largest_memory: Limits::default().memory_bytes,
+            wasm_stack: (crate::manifest::DEFAULT_WASM_STACK_KIB as usize) << 10,
+            fuel: false,
+        }
+    }
+}
+
 /// The engine and linker every plugin shares.
 #[derive(Clone)]
 pub struct Sandbox {
@@ -74,11 +111,9 @@ type Compiled = OnceLock<Result<(Component, Origin), String>>;
 impl Sandbox {
     /// Builds the engine and starts the epoch ticker that enforces deadlines.
     /// With a cache, compiled components are reused across restarts.
-    /// `largest_memory` is the highest memory limit of any plugin: the
-    /// pooling allocator sizes its slots to it.
     pub fn new(
         cache: Option<ComponentCache>,
-        largest_memory: u64,
+        settings: EngineSettings,
     ) -> Result<Sandbox, SandboxError> {
         let mut config = Config::new();
         // Instances come from a pool reserved once, so a fresh instance
@@ -93,12 +128,14 @@ impl Sandbox {
             .total_stacks(MAX_INSTANCES)
             .max_memories_per_module(MEMORIES_PER_INSTANCE)
             .max_tables_per_module(TABLES_PER_INSTANCE)
-            .table_elements(state::TABLE_ELEMENTS)
-            .max_memory_size(usize::try_from(largest_memory).unwrap_or(usize::MAX))
+            .table_elements(Limits::MAX_TABLE_ELEMENTS as usize)
+            .max_memory_size(usize::try_from(settings.largest_memory).unwrap_or(usize::MAX))
             .linear_memory_keep_resident(64 << 10)
             .table_keep_resident(16 << 10);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         config.epoch_interruption(true);
+        config.max_wasm_stack(settings.wasm_stack);
+        config.consume_fuel(settings.fuel);
         // The component-model async machinery costs on every call and we use
         // no WASIp3 or async-lifted exports.
         config.concurrency_support(false);
@@ -191,7 +228,8 @@ impl PreparedPlugin {
 
     /// Makes a fresh instance with its own memory and state.
     pub async fn instantiate(&self) -> Result<PluginInstance, SandboxError> {
-        let mut store = Store::new(&self.engine, PluginState::new(self.shared.clone()));
+        let state = PluginState::new(self.shared.clone()).map_err(SandboxError::Load)?;
+        let mut store = Store::new(&self.engine, state);
         store.limiter(|s| s);
         store.epoch_deadline_callback(|ctx| {
             if Instant::now() >= ctx.data().deadline {
@@ -205,6 +243,7 @@ impl PreparedPlugin {
             .data_mut()
             .begin_call(Instant::now() + limits.call_timeout);
         store.set_epoch_deadline(1);
+        refuel(&mut store)?;
         let bindings = self
             .pre
             .instantiate_async(&mut store)
@@ -223,7 +262,7 @@ pub struct PluginInstance {
 impl PluginInstance {
     /// Asks the plugin which tools it offers, under the call deadline.
     pub async fn describe(&mut self) -> Result<Vec<ToolSpec>, SandboxError> {
-        let timeout = self.begin();
+        let timeout = self.begin()?;
         let running = self
             .bindings
             .toolhost_plugin_tools()
@@ -242,7 +281,7 @@ impl PluginInstance {
         arguments: &str,
         context: &CallContext,
     ) -> Result<Result<String, ToolError>, SandboxError> {
-        let timeout = self.begin();
+        let timeout = self.begin()?;
         self.store
             .data_mut()
             .egress
@@ -266,18 +305,33 @@ impl PluginInstance {
         self.store.data().egress.refusal()
     }
 
-    /// Arms the deadline of one call and returns its length.
-    fn begin(&mut self) -> Duration {
+    /// Arms the deadline (and fuel) of one call and returns its length.
+    fn begin(&mut self) -> Result<Duration, SandboxError> {
         let timeout = self.store.data().shared_limits().call_timeout;
         self.store.data_mut().begin_call(Instant::now() + timeout);
         self.store.set_epoch_deadline(1);
-        timeout
+        refuel(&mut self.store)?;
+        Ok(timeout)
     }
 
     fn finish<T>(&mut self, result: wasmtime::Result<T>) -> Result<T, SandboxError> {
         let timeout = self.store.data().shared_limits().call_timeout;
         result.map_err(|e| classify(e, self.store.data(), timeout))
     }
+}
+
+/// Gives the store a full tank for one call, when the engine meters fuel.
+/// Plugins without a fuel limit get as much as wasmtime allows, which only
+/// their deadline ends.
+fn refuel(store: &mut Store<PluginState>) -> Result<(), SandboxError> {
+    // `get_fuel` fails only when the engine does not meter fuel.
+    if store.get_fuel().is_err() {
+        return Ok(());
+    }
+    let fuel = store.data().shared_limits().fuel.unwrap_or(u64::MAX);
+    store
+        .set_fuel(fuel)
+        .map_err(|e| SandboxError::Load(format!("{e:#}")))
 }
 
 /// Names the cause of a failed guest call for the model and the log.
@@ -290,6 +344,12 @@ fn classify(error: wasmtime::Error, state: &PluginState, timeout: Duration) -> S
     }
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => SandboxError::Timeout(timeout),
+        Some(Trap::OutOfFuel) => {
+            SandboxError::OutOfFuel(state.shared_limits().fuel.unwrap_or_default())
+        }
+        Some(Trap::StackOverflow) => SandboxError::Trap(
+            "wasm stack overflow (too deep a recursion for the host's wasm stack)".into(),
+        ),
         Some(trap) => SandboxError::Trap(trap.to_string()),
         None => SandboxError::Trap(format!("{:#}", error.root_cause())),
     }

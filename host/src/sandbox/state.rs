@@ -16,24 +16,19 @@ use std::time::Instant;
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Level, toolhost::plugin};
 use crate::gate::{Egress, Gate};
-use crate::manifest::{Limits, PluginName};
+use crate::manifest::{FileGrant, FileMode, Limits, PluginName};
 use crate::store::{StateError, Store};
 
-/// Guest-controlled: bounds how much a plugin can make the host log per call.
-pub const LOG_LINES_PER_CALL: u32 = 200;
 /// Guest-controlled: one log line or output chunk is cut beyond this.
 const LOG_LINE_BYTES: usize = 2_048;
-/// Tables hold function references; real plugins use a few hundred entries.
-pub(super) const TABLE_ELEMENTS: usize = 100_000;
-/// A component made from Rust has a handful of core instances, one or two
-/// memories and a few tables; these bounds leave room for composed
-/// components while stopping one from multiplying its memory limit.
-const CORE_INSTANCES: usize = 64;
+/// A component made from Rust has one or two memories and a few tables;
+/// these bounds leave room for composed components while stopping one from
+/// multiplying its memory limit. Memory itself is limited per instance.
 const MEMORIES: usize = 8;
 const TABLES: usize = 64;
 
@@ -46,6 +41,8 @@ pub struct PluginShared {
     pub store: Arc<dyn Store>,
     /// Where its outbound HTTP may go.
     pub gate: Arc<Gate>,
+    /// The host directories it may see, opened again for each instance.
+    pub files: Vec<FileGrant>,
 }
 
 /// The `Store` data of one plugin instance.
@@ -67,23 +64,37 @@ pub struct PluginState {
 }
 
 impl PluginState {
-    pub fn new(shared: Arc<PluginShared>) -> PluginState {
+    /// Fails only if a granted directory cannot be opened.
+    pub fn new(shared: Arc<PluginShared>) -> Result<PluginState, String> {
         let log = LogSink {
             plugin: shared.name.clone(),
-            budget: Arc::new(AtomicU32::new(LOG_LINES_PER_CALL)),
+            budget: Arc::new(AtomicU32::new(shared.limits.log_lines)),
+            limit: shared.limits.log_lines,
         };
         // Deny by default: the builder grants nothing we do not add here, and
-        // we add only the two output streams. Its defaults already refuse
-        // every socket address and name lookup; saying so keeps it that way.
-        let wasi = WasiCtxBuilder::new()
-            .stdout(log.clone())
+        // we add only the two output streams and the manifest's directories.
+        // Its defaults already refuse every socket address and name lookup;
+        // saying so keeps it that way.
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(log.clone())
             .stderr(log.clone())
             .allow_ip_name_lookup(false)
             .allow_tcp(false)
             .allow_udp(false)
-            .socket_addr_check(|_, _| Box::pin(async { false }))
-            .build();
-        PluginState {
+            .socket_addr_check(|_, _| Box::pin(async { false }));
+        // wasmtime-wasi opens each directory as a cap-std `Dir` and resolves
+        // every guest path beneath it, so `..`, absolute paths and symlinks
+        // cannot lead out of it.
+        for grant in &shared.files {
+            let perms = match grant.mode {
+                FileMode::Ro => FsPerms::ReadOnly,
+                FileMode::Rw => FsPerms::ReadWrite,
+            };
+            wasi.preopened_dir(&grant.host, &grant.guest, perms)
+                .map_err(|e| format!("cannot open {}: {e:#}", grant.host.display()))?;
+        }
+        let wasi = wasi.build();
+        Ok(PluginState {
             wasi,
             http: WasiHttpCtx::new(),
             egress: Egress::new(shared.gate.clone()),
@@ -93,7 +104,7 @@ impl PluginState {
             memory_exceeded: false,
             memory_bytes: 0,
             deadline: Instant::now(),
-        }
+        })
     }
 
     pub(super) fn shared_limits(&self) -> Limits {
@@ -104,7 +115,7 @@ impl PluginState {
     pub(super) fn begin_call(&mut self, deadline: Instant) {
         self.deadline = deadline;
         self.memory_exceeded = false;
-        self.log.budget.store(LOG_LINES_PER_CALL, Ordering::Relaxed);
+        self.log.budget.store(self.log.limit, Ordering::Relaxed);
     }
 }
 
@@ -149,11 +160,11 @@ impl ResourceLimiter for PluginState {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= TABLE_ELEMENTS)
+        Ok(desired <= self.shared.limits.table_elements as usize)
     }
 
     fn instances(&self) -> usize {
-        CORE_INSTANCES
+        self.shared.limits.instances as usize
     }
 
     fn memories(&self) -> usize {
@@ -257,6 +268,7 @@ fn wit_error(error: StateError) -> plugin::state::StateError {
 struct LogSink {
     plugin: PluginName,
     budget: Arc<AtomicU32>,
+    limit: u32,
 }
 
 impl LogSink {
@@ -266,7 +278,7 @@ impl LogSink {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         match left {
             Ok(1) => {
-                tracing::warn!(plugin = %self.plugin, "log budget of {LOG_LINES_PER_CALL} lines for this call used up; further lines dropped");
+                tracing::warn!(plugin = %self.plugin, "log budget of {} lines for this call used up; further lines dropped", self.limit);
             }
             Ok(_) => {}
             Err(_) => return,

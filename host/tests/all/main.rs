@@ -10,6 +10,7 @@ mod catalog;
 mod conformance;
 mod faults;
 mod helpdesk;
+mod hostile;
 mod network;
 mod policy;
 mod sessions;

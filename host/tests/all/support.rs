@@ -95,6 +95,23 @@ impl PluginEntry {
         }
     }
 
+    /// The spy plugin (environment, sockets, HTTP) with no network access.
+    pub fn spy() -> PluginEntry {
+        let component = wasm("spy");
+        PluginEntry {
+            name: "spy".into(),
+            sha256: sha256(&component),
+            component,
+            extra: String::new(),
+            tool_lines: Vec::new(),
+            tools: vec![
+                ("spy_env_read".into(), "read".into()),
+                ("spy_http_send".into(), "read".into()),
+                ("spy_socket_open".into(), "read".into()),
+            ],
+        }
+    }
+
     /// The notes plugin with its five tools, one per call, as the example
     /// manifest declares it.
     pub fn notes() -> PluginEntry {
@@ -222,6 +239,35 @@ pub async fn stdio(manifest: &TestManifest, args: &[&str]) -> Client {
         .spawn()
         .unwrap();
     ().serve(transport).await.expect("initialize over stdio")
+}
+
+/// [`stdio`], also giving the host's process id (to read its memory).
+pub async fn stdio_with_pid(manifest: &TestManifest, args: &[&str]) -> (Client, u32) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost"));
+    cmd.env("TOOLHOST_LOG", "warn")
+        .arg("serve")
+        .arg("--stdio")
+        .arg("--manifest")
+        .arg(&manifest.path)
+        .args(args);
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let pid = transport.id().expect("the host is running");
+    let client = ().serve(transport).await.expect("initialize over stdio");
+    (client, pid)
+}
+
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/PID/status")
 }
 
 /// A running `toolhost serve --http`, killed on drop.

@@ -183,3 +183,263 @@ async fn http_refuses_foreign_hosts_origins_and_oversized_bodies() {
     assert_eq!(tools(&client).await.len(), 9);
     client.cancel().await.unwrap();
 }
+
+/// Writes raw bytes as one line each to a stdio host and collects replies
+/// until `done` says enough.
+fn stdio_exchange(
+    manifest: &TestManifest,
+    lines: &[Vec<u8>],
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let mut child = toolhost()
+        .args(["serve", "--stdio", "--manifest"])
+        .arg(&manifest.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    let mut stdin = Some(stdin);
+    let mut replies: Vec<Value> = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        replies.push(serde_json::from_str(&line).unwrap());
+        if done(&replies) {
+            stdin.take();
+        }
+    }
+    assert!(child.wait().unwrap().success());
+    replies
+}
+
+#[test]
+fn stdio_answers_hostile_json_and_keeps_going() {
+    let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
+    let nested = format!(
+        r#"{{"jsonrpc":"2.0","id":10,"method":"ping","params":{{"x":{}1{}}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let mut invalid_utf8 = br#"{"jsonrpc":"2.0","id":11,"method":"ping","params":{"x":""#.to_vec();
+    invalid_utf8.extend_from_slice(&[0xff, 0xfe, 0xc3]);
+    invalid_utf8.extend_from_slice(br#""}}"#);
+    let call = |id: u32, tool: &str, arguments: Value| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": { "name": tool, "arguments": arguments } })
+        .to_string()
+        .into_bytes()
+    };
+    let lines = vec![
+        INITIALIZE.as_bytes().to_vec(),
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(),
+        nested.into_bytes(),
+        invalid_utf8,
+        br#"{"jsonrpc":"2.0","id":12,"method":"no/such/method"}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":"nope"}"#.to_vec(),
+        br#"{"jsonrpc":"1.0","id":14,"method":"ping"}"#.to_vec(),
+        call(
+            15,
+            "helpdesk_ticket_get",
+            json!({ "key": "K".repeat(1_000_000) }),
+        ),
+        call(16, "fixture_echo_get", json!({ "text": vec![7; 200_000] })),
+        call(17, "helpdesk_ticket_get", json!({ "key": "T-1041" })),
+    ];
+    let replies = stdio_exchange(&m, &lines, |replies| {
+        (12..=17).all(|id| replies.iter().any(|r| r["id"] == id))
+    });
+    let by_id = |id: u32| replies.iter().find(|r| r["id"] == id).unwrap();
+    let parse_errors = replies
+        .iter()
+        .filter(|r| r["id"].is_null() && r["error"]["code"] == -32700)
+        .count();
+    assert_eq!(parse_errors, 2, "nesting and bad UTF-8: {replies:#?}");
+    assert_eq!(by_id(12)["error"]["code"], -32601);
+    assert!(by_id(13)["error"]["code"].is_i64(), "{}", by_id(13));
+    assert_eq!(by_id(14)["error"]["code"], -32600);
+    for id in [15, 16] {
+        let result = &by_id(id)["result"];
+        assert_eq!(result["isError"], true, "{result}");
+        assert_eq!(result["structuredContent"]["code"], "invalid_arguments");
+    }
+    assert_eq!(by_id(17)["result"]["structuredContent"]["key"], "T-1041");
+}
+
+/// The JSON-RPC message in an SSE or JSON response body.
+async fn message_of(response: reqwest::Response) -> Value {
+    let text = response.text().await.unwrap();
+    if let Ok(value) = serde_json::from_str(&text) {
+        return value;
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC message in {text:?}"))
+}
+
+/// A raw HTTP/1.1 exchange that stops sending after `sent`; returns what
+/// the host answered before it closed the connection.
+async fn stall(url: &str, sent: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(sent).await.unwrap();
+    let mut answer = Vec::new();
+    // A guard against a host that never closes, not a measurement.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        tcp.read_to_end(&mut answer),
+    )
+    .await
+    .expect("the host closes a stalled connection")
+    .ok();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn http_answers_hostile_clients_and_keeps_going() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let host = http(&m, &["--max-sessions", "20", "--read-timeout", "500ms"]);
+
+    // Thousands of clients at once: exactly the cap get a session, the rest
+    // a 503 that says why and when to come back.
+    let attempts = futures::future::join_all(
+        (0..1_000).map(|_| async { post(&host.url, INITIALIZE.into()).send().await.unwrap() }),
+    )
+    .await;
+    let mut opened = Vec::new();
+    let mut refused = 0;
+    for response in attempts {
+        match response.status().as_u16() {
+            200 => opened.push(
+                response.headers()["mcp-session-id"]
+                    .to_str()
+                    .unwrap()
+                    .to_string(),
+            ),
+            503 => {
+                assert_eq!(response.headers()["retry-after"], "5");
+                let body = json_rpc_error(response, 503).await;
+                assert!(
+                    body["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("at most 20"),
+                    "{body}"
+                );
+                refused += 1;
+            }
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert_eq!((opened.len(), refused), (20, 980));
+    // Closing a session makes room for a new one.
+    let closed = reqwest::Client::new()
+        .delete(&host.url)
+        .header("mcp-session-id", &opened[0])
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    let session = post(&host.url, INITIALIZE.into()).send().await.unwrap();
+    assert_eq!(session.status().as_u16(), 200);
+    let session = session.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let in_session = |body: String| {
+        post(&host.url, body)
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25")
+    };
+    in_session(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into())
+        .send()
+        .await
+        .unwrap();
+
+    // Malformed bodies.
+    let nested = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{"x":{}1{}}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let body = json_rpc_error(in_session(nested).send().await.unwrap(), 400).await;
+    assert_eq!(body["error"]["code"], -32700);
+    let mut invalid_utf8 = br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":""#.to_vec();
+    invalid_utf8.extend_from_slice(&[0xff, 0xfe, 0xc3, b'"', b'}', b'}']);
+    let bad = reqwest::Client::new()
+        .post(&host.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(invalid_utf8)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_rpc_error(bad, 400).await["error"]["code"], -32700);
+    let unknown = in_session(r#"{"jsonrpc":"2.0","id":4,"method":"no/such/method"}"#.into())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(message_of(unknown).await["error"]["code"], -32601);
+    let huge_argument = json!({
+        "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": { "name": "helpdesk_ticket_get", "arguments": { "key": "K".repeat(1_000_000) } }
+    });
+    let answer = message_of(in_session(huge_argument.to_string()).send().await.unwrap()).await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["code"],
+        "invalid_arguments"
+    );
+
+    // Slow clients: headers that never end, then a body that never ends.
+    let cut = stall(
+        &host.url,
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ",
+    )
+    .await;
+    assert!(cut.is_empty() || cut.contains(" 408 "), "{cut:?}");
+    let slow_body = stall(
+        &host.url,
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+          Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\"",
+    )
+    .await;
+    assert!(slow_body.starts_with("HTTP/1.1 408"), "{slow_body:?}");
+    assert!(
+        slow_body.contains("did not arrive within 500 ms"),
+        "{slow_body:?}"
+    );
+
+    // And the host still serves.
+    let call = json!({
+        "jsonrpc": "2.0", "id": 6, "method": "tools/call",
+        "params": { "name": "helpdesk_ticket_get", "arguments": { "key": "T-1041" } }
+    });
+    let answer = message_of(in_session(call.to_string()).send().await.unwrap()).await;
+    assert_eq!(answer["result"]["structuredContent"]["key"], "T-1041");
+}
+
+#[tokio::test]
+async fn an_idle_http_session_is_closed_with_its_instances() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let host = http(&m, &["--session-idle", "1s"]);
+    let client = connect(&host.url).await;
+    ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+    // No request for longer than the idle limit.
+    let state = m.path.parent().unwrap().join(".toolhost");
+    let closed = crate::audit::wait_for(&state, "session_closed");
+    let closed = closed
+        .iter()
+        .find(|r| r["event"] == "session_closed")
+        .unwrap();
+    assert_eq!(closed["transport"], "http", "{closed}");
+    assert_eq!(closed["calls"], 1, "{closed}");
+    // The client may open a new session and go on.
+    ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+}

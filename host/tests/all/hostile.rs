@@ -1,0 +1,296 @@
+//! The hostile-plugin suite: every attack a plugin can make on the host,
+//! over both transports, while a well-behaved session keeps calling another
+//! plugin. Each attack ends its own call with a structured error; the
+//! other session sees no failure, and the host's memory comes back.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// The hostile fixture with two granted directories, the spy with no
+/// network, and the helpdesk as the well-behaved neighbour.
+fn hostile_manifest() -> TestManifest {
+    let m = manifest(vec![
+        PluginEntry::fixture().with(
+            "limits = { call_timeout_ms = 1000, memory_mib = 160, output_kib = 64, log_lines = 20 }\n\
+             files = [{ host = \"kb\", guest = \"/kb\", mode = \"ro\" }, \
+             { host = \"scratch\", guest = \"/scratch\", mode = \"rw\" }]",
+        ),
+        PluginEntry::helpdesk(),
+        PluginEntry::spy(),
+    ]);
+    let dir = m.path.parent().unwrap();
+    std::fs::create_dir(dir.join("kb")).unwrap();
+    std::fs::create_dir(dir.join("scratch")).unwrap();
+    std::fs::write(dir.join("kb/readme.txt"), "granted text").unwrap();
+    // Links that point out of the granted directory: to a system file and
+    // to the folder holding the manifest and the host's state.
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("kb/escape")).unwrap();
+    std::os::unix::fs::symlink(dir, dir.join("kb/outside")).unwrap();
+    m
+}
+
+/// What each attack must end with.
+const FAULTS: [(&str, &str); 8] = [
+    ("loop", "timeout"),
+    ("sleep", "timeout"),
+    ("memory", "out_of_memory"),
+    ("recurse", "plugin_trap"),
+    ("huge-output", "output_too_large"),
+    ("big-output", "output_too_large"),
+    ("trap", "plugin_trap"),
+    ("not-json", "invalid_output"),
+];
+
+/// Runs every attack on `attacker` while `neighbour` calls the helpdesk;
+/// returns how many neighbour calls succeeded.
+async fn run_suite(attacker: &Client, neighbour: Arc<Client>, dir: &Path) -> u32 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicU32::new(0));
+    let calls = {
+        let (stop, served) = (stop.clone(), served.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let ticket = ok(
+                    &neighbour,
+                    "helpdesk_ticket_get",
+                    json!({ "key": "T-1041" }),
+                )
+                .await;
+                assert_eq!(ticket["key"], "T-1041");
+                served.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+
+    for (fault, code) in FAULTS {
+        let error = refused(attacker, "fixture_fault_run", json!({ "fault": fault })).await;
+        assert_eq!(error["code"], code, "{fault}: {error}");
+        assert_eq!(error["ok"], false);
+        assert_eq!(error["retryable"], code == "timeout", "{fault}: {error}");
+        assert!(!error["message"].as_str().unwrap().is_empty());
+    }
+
+    // Files: only what the manifest granted, read-only where it said so.
+    let file = |fault: &'static str, path: &'static str| {
+        let args = json!({ "fault": fault, "path": path });
+        async move { ok(attacker, "fixture_fault_run", args).await }
+    };
+    for path in [
+        "/etc/passwd",
+        "/kb/../etc/passwd",
+        "/kb/../../../../etc/passwd",
+        "/kb/escape",
+        "/kb/outside/tools-manifest.toml",
+        "/scratch/../kb/readme.txt",
+    ] {
+        let read = file("read-file", path).await;
+        assert!(read.get("error").is_some(), "{path} was readable: {read}");
+    }
+    assert_eq!(
+        file("read-file", "/kb/readme.txt").await["ok"],
+        "granted text"
+    );
+    let listed = file("list-dir", "/kb").await;
+    assert_eq!(listed["ok"], "escape,outside,readme.txt", "{listed}");
+    let root = file("list-dir", "/").await;
+    assert!(
+        root.get("error").is_some() || !root["ok"].as_str().unwrap().contains("etc"),
+        "{root}"
+    );
+    let denied = file("write-file", "/kb/new.txt").await;
+    assert!(denied.get("error").is_some(), "{denied}");
+    assert!(!dir.join("kb/new.txt").exists());
+    let escaped = file("write-file", "/kb/outside/planted.txt").await;
+    assert!(escaped.get("error").is_some(), "{escaped}");
+    assert!(!dir.join("planted.txt").exists());
+    assert_eq!(file("write-file", "/scratch/new.txt").await["ok"], "ok");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("scratch/new.txt")).unwrap(),
+        "written by the fixture"
+    );
+
+    // No environment, no sockets, no HTTP without an allow-list.
+    let env = ok(attacker, "spy_env_read", json!({})).await;
+    assert_eq!(env["vars"], json!([]), "{env}");
+    let socket = ok(
+        attacker,
+        "spy_socket_open",
+        json!({ "addr": "127.0.0.1:9" }),
+    )
+    .await;
+    assert_eq!(socket["connected"], false, "{socket}");
+    let http = refused(
+        attacker,
+        "spy_http_send",
+        json!({ "url": "http://127.0.0.1:9/", "headers": {} }),
+    )
+    .await;
+    assert_eq!(http["code"], "network_denied", "{http}");
+
+    stop.store(true, Ordering::Relaxed);
+    calls.await.expect("every neighbour call succeeded");
+    served.load(Ordering::Relaxed)
+}
+
+/// The host's RSS may grow by this much over the whole suite: allocator
+/// slack, not the 100 MB result or the plugin's memory bomb.
+const RSS_SLACK_KIB: u64 = 64 << 10;
+
+#[tokio::test]
+async fn every_attack_ends_its_own_call_over_stdio() {
+    let m = hostile_manifest();
+    let (client, pid) = stdio_with_pid(&m, &[]).await;
+    let client = Arc::new(client);
+    ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+    let baseline = rss_kib(pid);
+    // Over stdio the neighbour shares the connection: its requests are in
+    // flight at the same time as the attacks.
+    let served = run_suite(&client, client.clone(), m.path.parent().unwrap()).await;
+    assert!(served > 0);
+    let after = rss_kib(pid);
+    assert!(
+        after < baseline + RSS_SLACK_KIB,
+        "RSS {baseline} KiB before, {after} KiB after"
+    );
+    eprintln!("stdio: {served} neighbour calls; RSS {baseline} -> {after} KiB");
+    let client = Arc::into_inner(client).expect("the neighbour is done");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_attack_ends_its_own_call_over_http() {
+    let m = hostile_manifest();
+    let host = http(&m, &[]);
+    let attacker = connect(&host.url).await;
+    let neighbour = Arc::new(connect(&host.url).await);
+    ok(
+        &neighbour,
+        "helpdesk_ticket_get",
+        json!({ "key": "T-1041" }),
+    )
+    .await;
+    let pid = host.child.id();
+    let baseline = rss_kib(pid);
+    let served = run_suite(&attacker, neighbour.clone(), m.path.parent().unwrap()).await;
+    assert!(served > 0);
+    let after = rss_kib(pid);
+    assert!(
+        after < baseline + RSS_SLACK_KIB,
+        "RSS {baseline} KiB before, {after} KiB after"
+    );
+    eprintln!("http: {served} neighbour calls; RSS {baseline} -> {after} KiB");
+}
+
+#[test]
+fn hostile_describes_refuse_only_their_plugin() {
+    let fixture = |name: &str, describe: &str| {
+        let mut entry = PluginEntry::fixture().with(&format!(
+            "limits = {{ call_timeout_ms = 500 }}\nconfig = {{ describe = \"{describe}\", prefix = \"{name}\" }}"
+        ));
+        entry.name = name.into();
+        entry.tools = vec![
+            (format!("{name}_echo_get"), "read".into()),
+            (format!("{name}_fault_run"), "read".into()),
+        ];
+        entry
+    };
+    let m = manifest(vec![
+        fixture("many", "many"),
+        fixture("extra", "extra-tool"),
+        fixture("schema", "bad-schema"),
+        fixture("stuck", "sleep"),
+        PluginEntry::helpdesk(),
+    ]);
+    let out = start_and_exit(&m, &[]);
+    let log = &out.stderr;
+    let refusal = |plugin: &str| {
+        log.lines()
+            .find(|l| l.contains(&format!("plugin `{plugin}` refused")))
+            .unwrap_or_else(|| panic!("{plugin} not refused:\n{log}"))
+            .to_string()
+    };
+    assert!(refusal("many").contains("many_n0_get"), "{log}");
+    assert!(refusal("extra").contains("fixture_secret_run"), "{log}");
+    assert!(refusal("schema").contains("schema"), "{log}");
+    assert!(refusal("stuck").contains("500ms"), "{log}");
+    assert!(
+        log.contains("plugin loaded") && log.contains("helpdesk"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_plugin_logging_a_gigabyte_writes_only_its_budget() {
+    let m = manifest(vec![
+        PluginEntry::fixture().with("limits = { call_timeout_ms = 60000, log_lines = 5 }"),
+    ]);
+    let out = toolhost()
+        .env("TOOLHOST_LOG", "info")
+        .args([
+            "call",
+            "fixture_fault_run",
+            "--args",
+            r#"{"fault":"log-flood"}"#,
+        ])
+        .arg("--manifest")
+        .arg(&m.path)
+        .output()
+        .unwrap();
+    let stdout: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stdout["flooded"], true, "{stdout}");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let flood = log.lines().filter(|l| l.contains("yyyyyyyy")).count();
+    assert!(flood <= 5, "{flood} flood lines logged");
+    assert!(log.contains("log budget of 5 lines"), "{log}");
+    // Each line that was logged is cut, not a megabyte long.
+    assert!(log.len() < 64 << 10, "{} bytes of log", log.len());
+}
+
+#[tokio::test]
+async fn beyond_its_queue_a_plugin_is_busy_and_recovers() {
+    let m = manifest(vec![PluginEntry::fixture().with(
+        "instance = \"call\"\nlimits = { concurrent = 1, queue = 1, call_timeout_ms = 1500 }",
+    )]);
+    let host = http(&m, &[]);
+    let (a, b, c) = (
+        connect(&host.url).await,
+        connect(&host.url).await,
+        connect(&host.url).await,
+    );
+    let sleep = json!({ "fault": "sleep" });
+    let (first, second, third) = tokio::join!(
+        refused(&a, "fixture_fault_run", sleep.clone()),
+        refused(&b, "fixture_fault_run", sleep.clone()),
+        async {
+            // Once one call runs and one waits, a third finds no room.
+            tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+            refused(&c, "fixture_fault_run", sleep.clone()).await
+        },
+    );
+    assert_eq!(first["code"], "timeout");
+    assert_eq!(second["code"], "timeout");
+    assert_eq!(third["code"], "busy", "{third}");
+    assert_eq!(third["retryable"], true);
+    let counted = ok(&c, "fixture_fault_run", json!({ "fault": "counter" })).await;
+    assert_eq!(counted["calls"], 1);
+}
+
+#[tokio::test]
+async fn a_fuel_limit_ends_an_endless_loop_deterministically() {
+    let m = manifest(vec![
+        PluginEntry::fixture().with("limits = { fuel = 5000000 }"),
+    ]);
+    let client = stdio(&m, &[]).await;
+    let error = refused(&client, "fixture_fault_run", json!({ "fault": "loop" })).await;
+    assert_eq!(error["code"], "out_of_fuel", "{error}");
+    assert_eq!(error["retryable"], false);
+    // A normal call fits in the same budget.
+    let echo = ok(&client, "fixture_echo_get", json!({ "text": "fuelled" })).await;
+    assert_eq!(echo["text"], "fuelled");
+    client.cancel().await.unwrap();
+}
