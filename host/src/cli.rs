@@ -124,17 +124,33 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
     pub max_message_bytes: usize,
     /// HTTP: live MCP sessions at most; a client that would open one more gets 503.
-    #[arg(long, value_name = "N", default_value_t = HttpOptions::DEFAULT_MAX_SESSIONS)]
+    #[arg(long, value_name = "N", default_value_t = HttpOptions::DEFAULT_MAX_SESSIONS, value_parser = at_least_one)]
     pub max_sessions: usize,
     /// HTTP: a session with no request for this long is closed, and its plugin instances dropped.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
     pub session_idle: std::time::Duration,
     /// HTTP: a request's headers, and then its body, must arrive within this time.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
     pub read_timeout: std::time::Duration,
     /// HTTP: open connections at most; beyond it new connections wait to be accepted.
-    #[arg(long, value_name = "N", default_value_t = HttpOptions::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, value_name = "N", default_value_t = HttpOptions::DEFAULT_MAX_CONNECTIONS, value_parser = at_least_one)]
     pub max_connections: usize,
+}
+
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -609,6 +625,21 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
         return served.map_err(Into::into);
     }
     let addr = args.http.expect("clap requires --stdio or --http");
+    // rmcp's idle timer does not see a call in progress, so a session idle
+    // for less than the longest call could be closed under a running call.
+    let longest_call = manifest
+        .plugins
+        .iter()
+        .map(|p| p.limits.call_timeout)
+        .max()
+        .unwrap_or_default();
+    if args.session_idle <= longest_call {
+        bail!(
+            "--session-idle {} must be longer than the longest call_timeout_ms of the manifest ({} ms)",
+            humantime::format_duration(args.session_idle),
+            longest_call.as_millis()
+        );
+    }
     let mut options = HttpOptions::loopback(args.max_message_bytes);
     options.allowed_hosts.extend(args.allow_hosts);
     options.allowed_origins.extend(args.allow_origins);

@@ -17,7 +17,7 @@ use crate::catalog::{Catalog, CatalogTool};
 use crate::gate::Refusal;
 use crate::manifest::{InstanceMode, RiskClass, ToolName};
 use crate::policy::{self, Denial};
-use crate::queue::Full;
+use crate::queue::{Full, Place};
 use crate::sandbox::{CallContext, SandboxError, ToolError};
 use crate::session::{Session, Transport};
 use crate::store::{ApprovalRequest, Charge, ChargeRefusal, Store, StoreError, TaskState, rfc3339};
@@ -286,6 +286,15 @@ impl Toolhost {
         if acts && !self.audit.healthy() {
             return Err(unavailable("its last write failed".into()));
         }
+        // So does a plugin with no room: a retry after `busy` must not need
+        // a second budget unit or a second approval.
+        let place = self.catalog.plugins[tool.plugin]
+            .queue
+            .reserve()
+            .map_err(|full| CallError::Busy {
+                tool: tool.name.clone(),
+                full,
+            })?;
         let grant = self
             .admit(tool, task, arguments)
             .map_err(|denial| CallError::Denied {
@@ -309,7 +318,7 @@ impl Toolhost {
             call_id: record.call.clone(),
         };
         let raw = self
-            .run(session, tool, &arguments.to_string(), &context)
+            .run(session, tool, place, &arguments.to_string(), &context)
             .await?;
         self.check_output(tool, raw)
     }
@@ -448,6 +457,7 @@ impl Toolhost {
         &self,
         session: &Session,
         tool: &Arc<CatalogTool>,
+        place: Place<'_>,
         arguments: &str,
         context: &CallContext,
     ) -> Result<String, CallError> {
@@ -457,12 +467,9 @@ impl Toolhost {
             error,
             session_reset,
         };
-        let _slot = plugin.queue.enter().await.map_err(|full| CallError::Busy {
-            tool: tool.name.clone(),
-            full,
-        })?;
         let (outcome, refusal) = match plugin.instance {
             InstanceMode::Call => {
+                let _slot = place.run().await;
                 let mut instance = plugin
                     .prepared
                     .instantiate()
@@ -476,7 +483,11 @@ impl Toolhost {
             }
             InstanceMode::Session => {
                 let slot = session.slot(tool.plugin);
+                // The session's own calls wait for its instance before
+                // they take one of the plugin's running slots, so one busy
+                // session cannot hold slots it does not use.
                 let mut guard = slot.lock().await;
+                let _slot = place.run().await;
                 let instance = match guard.as_mut() {
                     Some(instance) => instance,
                     None => guard.insert(

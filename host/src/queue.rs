@@ -26,20 +26,23 @@ pub struct Full {
     pub queue: u32,
 }
 
-/// Held while a call runs; frees its place when dropped.
-pub struct Slot<'a> {
-    _permit: OwnedSemaphorePermit,
-    _place: Place<'a>,
+/// A call's place among the admitted ones (running or waiting), taken at
+/// once; given back when dropped, also when a waiting call is dropped
+/// before it runs (its client went away).
+pub struct Place<'a> {
+    queue: &'a CallQueue,
 }
-
-/// A call's place among the admitted ones; given back when dropped, also
-/// when a waiting call is dropped before it runs (its client went away).
-struct Place<'a>(&'a AtomicU32);
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.queue.admitted.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// Held while a call runs; frees its slot and place when dropped.
+pub struct Slot<'a> {
+    _permit: OwnedSemaphorePermit,
+    _place: Place<'a>,
 }
 
 impl CallQueue {
@@ -52,8 +55,10 @@ impl CallQueue {
         }
     }
 
-    /// Waits for a slot if there is room in the queue, or refuses at once.
-    pub async fn enter(&self) -> Result<Slot<'_>, Full> {
+    /// Takes a place if there is room, or refuses at once. Taken before
+    /// the call is admitted (and charged to its task), so a call refused for
+    /// room has cost nothing.
+    pub fn reserve(&self) -> Result<Place<'_>, Full> {
         let capacity = self.concurrent.saturating_add(self.queue);
         self.admitted
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -63,17 +68,24 @@ impl CallQueue {
                 concurrent: self.concurrent,
                 queue: self.queue,
             })?;
-        let place = Place(&self.admitted);
+        Ok(Place { queue: self })
+    }
+}
+
+impl<'a> Place<'a> {
+    /// Waits for one of the running slots.
+    pub async fn run(self) -> Slot<'a> {
         let permit = self
+            .queue
             .running
             .clone()
             .acquire_owned()
             .await
             .expect("the semaphore is never closed");
-        Ok(Slot {
+        Slot {
             _permit: permit,
-            _place: place,
-        })
+            _place: self,
+        }
     }
 }
 
@@ -84,26 +96,26 @@ mod tests {
     #[tokio::test]
     async fn beyond_the_queue_a_call_is_refused_and_places_come_back() {
         let queue = CallQueue::new(1, 1);
-        let running = queue.enter().await.unwrap();
+        let running = queue.reserve().unwrap().run().await;
         // The second waits; the third finds the queue full.
-        let waiting = queue.enter();
+        let waiting = queue.reserve().unwrap().run();
         tokio::pin!(waiting);
         assert!(futures::poll!(waiting.as_mut()).is_pending());
-        let full = queue.enter().await.err().unwrap();
+        let full = queue.reserve().err().unwrap();
         assert_eq!((full.concurrent, full.queue), (1, 1));
         drop(running);
-        let second = waiting.await.unwrap();
+        let second = waiting.await;
         // A waiter dropped before it ran gives its place back: with the
         // queue full again, a new call is refused until it is dropped.
-        let mut abandoned = Box::pin(queue.enter());
+        let mut abandoned = Box::pin(queue.reserve().unwrap().run());
         assert!(futures::poll!(abandoned.as_mut()).is_pending());
-        assert!(queue.enter().await.is_err());
+        assert!(queue.reserve().is_err());
         drop(abandoned);
-        let waiting_again = queue.enter();
+        let waiting_again = queue.reserve().unwrap().run();
         tokio::pin!(waiting_again);
         assert!(futures::poll!(waiting_again.as_mut()).is_pending());
         drop(second);
-        waiting_again.await.unwrap();
-        queue.enter().await.unwrap();
+        drop(waiting_again.await);
+        queue.reserve().unwrap().run().await;
     }
 }

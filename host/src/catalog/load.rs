@@ -4,12 +4,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
 use crate::gate::Network;
-use crate::manifest::{Manifest, PluginDecl, PluginName, Sha256Digest};
+use crate::manifest::{FileGrant, FileMode, Manifest, PluginDecl, PluginName, Sha256Digest};
 use crate::queue::CallQueue;
 use crate::sandbox::{Origin, PluginShared, PreparedPlugin, Sandbox, ToolSpec};
 use crate::store::Store;
@@ -66,11 +66,13 @@ pub async fn load(
         clashes.push(clash);
     }
 
-    let outcomes = futures::future::join_all(manifest.plugins.iter().zip(clashes).map(
-        |(decl, clash)| async move {
-            match clash {
-                Some(reason) => Err(reason),
-                None => vet(decl, sandbox, store, network).await,
+    let files = granted_directories(manifest);
+
+    let outcomes = futures::future::join_all(manifest.plugins.iter().zip(clashes).zip(files).map(
+        |((decl, clash), files)| async move {
+            match (clash, files) {
+                (Some(reason), _) | (None, Err(reason)) => Err(reason),
+                (None, Ok(files)) => vet(decl, files, sandbox, store, network).await,
             }
         },
     ))
@@ -108,10 +110,77 @@ pub async fn load(
     catalog
 }
 
+/// Each plugin's `files`, with host paths made canonical, or why they
+/// cannot be granted. A directory may not hold, or lie in, the host's own
+/// state (the store, the audit trail and the compiled-code cache, which the
+/// host loads as native code), nor hold the secrets file or the manifest.
+/// Two grants may not nest where either is writable: a plugin that can
+/// write a parent could swap the child for a symlink before the child is
+/// opened again for the next instance.
+fn granted_directories(manifest: &Manifest) -> Vec<Result<Vec<FileGrant>, String>> {
+    let canonical =
+        |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let state_dir = canonical(&manifest.state_dir);
+    let mut protected = vec![canonical(&manifest.path)];
+    protected.extend(manifest.secrets_file.as_deref().map(canonical));
+    let mut granted: Vec<(&PluginName, FileGrant)> = Vec::new();
+    let mut outcomes = Vec::with_capacity(manifest.plugins.len());
+    for decl in &manifest.plugins {
+        let mut grants = Vec::with_capacity(decl.files.len());
+        let outcome = decl.files.iter().try_for_each(|grant| {
+            let host = std::fs::canonicalize(&grant.host).map_err(|e| {
+                format!(
+                    "files: cannot open directory {} (for {}): {e}",
+                    grant.host.display(),
+                    grant.guest
+                )
+            })?;
+            let shown = host.display();
+            if host.starts_with(&state_dir) || state_dir.starts_with(&host) {
+                return Err(format!(
+                    "files: {shown} overlaps the host's state_dir {}; grant a directory outside it",
+                    state_dir.display()
+                ));
+            }
+            if let Some(file) = protected.iter().find(|f| f.starts_with(&host)) {
+                return Err(format!(
+                    "files: {shown} holds {}, which no plugin may see; grant a directory without it",
+                    file.display()
+                ));
+            }
+            let nested = granted.iter().chain(grants.iter()).find(|(_, other)| {
+                (host.starts_with(&other.host) || other.host.starts_with(&host))
+                    && (grant.mode == FileMode::Rw || other.mode == FileMode::Rw)
+            });
+            if let Some((owner, other)) = nested {
+                return Err(format!(
+                    "files: {shown} overlaps {} (granted to plugin `{owner}`) and one of them is writable; grant directories that do not contain each other",
+                    other.host.display()
+                ));
+            }
+            grants.push((
+                &decl.name,
+                FileGrant {
+                    host,
+                    guest: grant.guest.clone(),
+                    mode: grant.mode,
+                },
+            ));
+            Ok(())
+        });
+        outcomes.push(outcome.map(|()| {
+            granted.extend(grants.iter().cloned());
+            grants.into_iter().map(|(_, g)| g).collect()
+        }));
+    }
+    outcomes
+}
+
 /// All checks of one plugin; the error is the reason for refusing it. The
 /// tools' `plugin` index is set by the caller.
 async fn vet(
     decl: &PluginDecl,
+    files: Vec<FileGrant>,
     sandbox: &Sandbox,
     store: &Arc<dyn Store>,
     network: &Network,
@@ -127,7 +196,7 @@ async fn vet(
     })?;
     // A granted directory that is missing or not a directory is a mistake in
     // the manifest: say so now rather than at the plugin's first call.
-    for grant in &decl.files {
+    for grant in &files {
         cap_std::fs::Dir::open_ambient_dir(&grant.host, cap_std::ambient_authority()).map_err(
             |e| {
                 format!(
@@ -153,7 +222,7 @@ async fn vet(
         limits: decl.limits,
         store: store.clone(),
         gate,
-        files: decl.files.clone(),
+        files,
     });
     let compiler = sandbox.clone();
     let (prepared, origin) =

@@ -28,6 +28,8 @@ pub const DEFAULT_STATE_DIR: &str = ".toolhost";
 
 /// `[host] wasm_stack_kib` when unset: wasmtime's own default.
 pub const DEFAULT_WASM_STACK_KIB: u32 = 512;
+/// Below this, ordinary Rust plugins overflow their stack.
+pub const MIN_WASM_STACK_KIB: u32 = 64;
 /// Every call runs on a 2 MiB fiber stack; the wasm stack must fit in it
 /// with room for the host functions the guest calls.
 pub const MAX_WASM_STACK_KIB: u32 = 1_024;
@@ -103,11 +105,11 @@ impl Limits {
     pub const DEFAULT_QUEUE: u32 = 64;
     pub const DEFAULT_LOG_LINES: u32 = 200;
     pub const DEFAULT_TABLE_ELEMENTS: u32 = 20_000;
-    pub const DEFAULT_INSTANCES: u32 = 16;
+    pub const DEFAULT_INSTANCES: u32 = 8;
     /// Ceilings the host is built with (the pooling allocator reserves for
     /// them), so a manifest can lower these limits but not raise them.
     pub const MAX_TABLE_ELEMENTS: u32 = 100_000;
-    pub const MAX_INSTANCES: u32 = 32;
+    pub const MAX_INSTANCES: u32 = 16;
 }
 
 impl Default for Limits {
@@ -281,16 +283,20 @@ impl Manifest {
             plugins.push(p.vet(&at, base, plugin_line)?);
         }
         let state_dir = base.join(raw.host.state_dir.as_deref().unwrap_or(DEFAULT_STATE_DIR));
-        let host_setting =
-            |value: Option<toml::Spanned<u32>>, key: &str, max: u32, default: u32| match value {
-                None => Ok(default),
-                Some(v) if (1..=max).contains(v.get_ref()) => Ok(*v.get_ref()),
-                Some(v) => Err(at.error(
-                    Some(v.span()),
-                    format!("host.{key} = {} is out of range", v.get_ref()),
-                    format!("use a value from 1 to {max} (default {default})"),
-                )),
+        let bounded_setting =
+            |value: Option<toml::Spanned<u32>>, key: &str, min: u32, max: u32, default: u32| {
+                match value {
+                    None => Ok(default),
+                    Some(v) if (min..=max).contains(v.get_ref()) => Ok(*v.get_ref()),
+                    Some(v) => Err(at.error(
+                        Some(v.span()),
+                        format!("host.{key} = {} is out of range", v.get_ref()),
+                        format!("use a value from {min} to {max} (default {default})"),
+                    )),
+                }
             };
+        let host_setting =
+            |value, key: &str, max, default| bounded_setting(value, key, 1, max, default);
         let audit = AuditSettings {
             segment_bytes: u64::from(host_setting(
                 raw.host.audit_segment_kib,
@@ -314,9 +320,10 @@ impl Manifest {
             state_dir,
             audit,
             secrets_file: raw.host.secrets_file.as_deref().map(|f| base.join(f)),
-            wasm_stack_bytes: (host_setting(
+            wasm_stack_bytes: (bounded_setting(
                 raw.host.wasm_stack_kib,
                 "wasm_stack_kib",
+                MIN_WASM_STACK_KIB,
                 MAX_WASM_STACK_KIB,
                 DEFAULT_WASM_STACK_KIB,
             )? as usize)

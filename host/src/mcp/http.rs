@@ -16,10 +16,9 @@
 //! A request may carry `Authorization: Bearer <task token>`; its calls are
 //! then made for that task. A token that was never issued is refused with
 //! 401 on any request. A revoked or expired one is refused with 401 when a
-//! session-era client connects (a request without `Mcp-Session-Id` of a
-//! protocol that has `initialize`); inside a live session, and on stateless
-//! 2026-07-28 requests, which have no connect, it passes and its calls get
-//! `grant_expired`, so the model learns why.
+//! client opens a session (an `initialize` request); inside a live session,
+//! and on stateless 2026-07-28 requests, which have no connect, it passes
+//! and its calls get `grant_expired`, so the model learns why.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,12 +31,12 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use rmcp::model::{ErrorCode, ProtocolVersion};
+use rmcp::model::ErrorCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::{Mutex, Semaphore};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::{Binding, McpCatalog, McpSession};
 use crate::bearer::Bearer;
@@ -119,6 +118,12 @@ struct SessionCap {
     creating: Arc<Mutex<()>>,
 }
 
+/// Put in a request's extensions by [`read_body`]: the request would open
+/// an MCP session (an `initialize` without a usable session id, whatever
+/// protocol version it names), which is what rmcp opens sessions for.
+#[derive(Debug, Clone, Copy)]
+struct OpensSession;
+
 /// What the body reader needs.
 #[derive(Clone, Copy)]
 struct BodyLimits {
@@ -197,7 +202,7 @@ impl HttpServer {
             .header_read_timeout(self.read_timeout)
             .max_buf_size(64 << 10);
         let open = Arc::new(Semaphore::new(self.max_connections));
-        let connections = TaskTracker::new();
+        let mut connections = JoinSet::new();
         tokio::pin!(stop);
         loop {
             let permit = tokio::select! {
@@ -211,12 +216,17 @@ impl HttpServer {
                         // Out of file descriptors, or a connection reset
                         // before it was accepted: wait a little, go on.
                         tracing::warn!("accepting a connection failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                            () = &mut stop => break,
+                        }
                     }
                 },
                 () = &mut stop => break,
             };
+            // Reap finished connections so the set stays as large as the
+            // number of open ones.
+            while connections.try_join_next().is_some() {}
             // A keep-alive client sends its next request only after the
             // answer: Nagle would hold the answer's last segment for a
             // delayed ACK.
@@ -241,16 +251,19 @@ impl HttpServer {
                 }
             });
         }
+        // New clients are refused from here on rather than left waiting.
+        drop(self.listener);
         self.shutdown.cancel();
-        connections.close();
-        if tokio::time::timeout(SHUTDOWN_GRACE, connections.wait())
-            .await
-            .is_err()
-        {
+        let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
             tracing::warn!(
                 "{} connections still open after {SHUTDOWN_GRACE:?}; closing them",
                 connections.len()
             );
+            connections.shutdown().await;
         }
         Ok(())
     }
@@ -297,17 +310,33 @@ async fn read_body(State(limits): State<BodyLimits>, request: Request, next: Nex
                 .into_response();
         }
     };
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-        .await
+    let mut request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
+    if opens_session(request.headers(), &bytes) {
+        request.extensions_mut().insert(OpensSession);
+    }
+    next.run(request).await
+}
+
+/// Whether rmcp would open a session for this POST: its body is an
+/// `initialize` request and it carries no session id rmcp can read.
+fn opens_session(headers: &HeaderMap, body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    let has_session = headers
+        .get("mcp-session-id")
+        .is_some_and(|v| v.to_str().is_ok());
+    !has_session
+        && serde_json::from_slice::<Envelope<'_>>(body)
+            .is_ok_and(|m| m.method.as_deref() == Some("initialize"))
 }
 
 /// Refuses a request that would open a session beyond the cap. Requests
 /// that open sessions are handled one at a time, so the cap holds exactly.
 async fn cap_sessions(State(cap): State<SessionCap>, request: Request, next: Next) -> Response {
-    let opens_session = request.method() == Method::POST
-        && !request.headers().contains_key("mcp-session-id")
-        && !is_stateless(request.headers());
-    if !opens_session {
+    if request.extensions().get::<OpensSession>().is_none() {
         return next.run(request).await;
     }
     let _one_at_a_time = cap.creating.lock().await;
@@ -328,16 +357,6 @@ async fn cap_sessions(State(cap): State<SessionCap>, request: Request, next: Nex
         return response;
     }
     next.run(request).await
-}
-
-/// A request of a protocol era without `initialize` (2026-07-28 and later):
-/// it opens no session.
-fn is_stateless(headers: &HeaderMap) -> bool {
-    headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| serde_json::from_value::<ProtocolVersion>(v.into()).ok())
-        .is_some_and(|version| !version.has_initialize())
 }
 
 /// Resolves the bearer token, if any, to its task; see the module docs.
@@ -365,8 +384,7 @@ async fn bind_task(
                 .into_response();
         }
     };
-    let headers = request.headers();
-    let connecting = !is_stateless(headers) && !headers.contains_key("mcp-session-id");
+    let connecting = request.extensions().get::<OpensSession>().is_some();
     match task.state(store::now()) {
         TaskState::Open => {}
         state if connecting => {

@@ -254,7 +254,7 @@ fn a_plugin_logging_a_gigabyte_writes_only_its_budget() {
 #[tokio::test]
 async fn beyond_its_queue_a_plugin_is_busy_and_recovers() {
     let m = manifest(vec![PluginEntry::fixture().with(
-        "instance = \"call\"\nlimits = { concurrent = 1, queue = 1, call_timeout_ms = 1500 }",
+        "instance = \"call\"\nlimits = { concurrent = 1, queue = 1, call_timeout_ms = 3000 }",
     )]);
     let host = http(&m, &[]);
     let (a, b, c) = (
@@ -268,7 +268,8 @@ async fn beyond_its_queue_a_plugin_is_busy_and_recovers() {
         refused(&b, "fixture_fault_run", sleep.clone()),
         async {
             // Once one call runs and one waits, a third finds no room.
-            tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+            // (Not a measurement: a margin well inside the 3 s calls.)
+            tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
             refused(&c, "fixture_fault_run", sleep.clone()).await
         },
     );
@@ -276,8 +277,68 @@ async fn beyond_its_queue_a_plugin_is_busy_and_recovers() {
     assert_eq!(second["code"], "timeout");
     assert_eq!(third["code"], "busy", "{third}");
     assert_eq!(third["retryable"], true);
-    let counted = ok(&c, "fixture_fault_run", json!({ "fault": "counter" })).await;
-    assert_eq!(counted["calls"], 1);
+    let echo = ok(&c, "fixture_echo_get", json!({ "text": "room again" })).await;
+    assert_eq!(echo["text"], "room again");
+}
+
+#[test]
+fn directories_that_expose_the_host_or_each_other_are_refused() {
+    let grant = |name: &str, files: &str| {
+        let mut entry = PluginEntry::fixture().with(&format!(
+            "config = {{ prefix = \"{name}\" }}\nfiles = [{files}]"
+        ));
+        entry.name = name.into();
+        entry.tools = vec![
+            (format!("{name}_echo_get"), "read".into()),
+            (format!("{name}_fault_run"), "read".into()),
+        ];
+        entry
+    };
+    let m = manifest(vec![
+        grant("data", r#"{ host = "data", guest = "/data", mode = "rw" }"#),
+        grant(
+            "nested",
+            r#"{ host = "data/kb", guest = "/kb", mode = "ro" }"#,
+        ),
+        grant(
+            "state",
+            r#"{ host = ".toolhost", guest = "/state", mode = "ro" }"#,
+        ),
+        grant("whole", r#"{ host = ".", guest = "/all", mode = "ro" }"#),
+        grant(
+            "missing",
+            r#"{ host = "nowhere", guest = "/x", mode = "ro" }"#,
+        ),
+        grant(
+            "shared",
+            r#"{ host = "docs", guest = "/docs", mode = "ro" }"#,
+        ),
+        grant(
+            "again",
+            r#"{ host = "docs", guest = "/docs", mode = "ro" }"#,
+        ),
+    ]);
+    let dir = m.path.parent().unwrap();
+    for sub in ["data/kb", ".toolhost", "docs"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let out = start_and_exit(&m, &[]);
+    let log = &out.stderr;
+    let refusal = |plugin: &str| {
+        log.lines()
+            .find(|l| l.contains(&format!("plugin `{plugin}` refused")))
+            .map(str::to_string)
+    };
+    assert!(refusal("data").is_none(), "{log}");
+    assert!(refusal("nested").unwrap().contains("writable"), "{log}");
+    assert!(refusal("state").unwrap().contains("state_dir"), "{log}");
+    assert!(refusal("whole").unwrap().contains("state_dir"), "{log}");
+    assert!(refusal("missing").unwrap().contains("cannot open"), "{log}");
+    // Read-only grants of one directory to two plugins are fine.
+    assert!(
+        refusal("shared").is_none() && refusal("again").is_none(),
+        "{log}"
+    );
 }
 
 #[tokio::test]
