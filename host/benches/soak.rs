@@ -86,22 +86,21 @@ async fn main() {
         String::from_utf8_lossy(&pinned.stderr)
     );
 
-    let host = HttpHost::start(&binary, &manifest);
+    // The crm plugin needs its secret to load; nothing here calls it.
+    let host = HttpHost::start_with_env(
+        &binary,
+        &manifest,
+        &[("TOOLHOST_SECRET_CRM_TOKEN", "soak-placeholder-token")],
+    );
     let pid = host.child.id();
     let mut normal = Vec::new();
     for _ in 0..NORMAL_SESSIONS {
         normal.push(Arc::new(connect(&host.url).await));
     }
-    // Calm first: the normal calls' latency with nothing else running.
-    let mut calm = Vec::new();
-    let calm_until = Instant::now() + Duration::from_secs(seconds.min(10) / 2 + 1);
-    while Instant::now() < calm_until {
-        for client in &normal {
-            let t = Instant::now();
-            normal_call(client).await.expect("a calm call succeeds");
-            calm.push(t.elapsed());
-        }
-    }
+    // Calm first: the same normal sessions, with no hostile one running.
+    let calm_for = Duration::from_secs(seconds.clamp(2, 20) / 2);
+    let (mut calm, calm_failures) = normal_load(&normal, calm_for).await;
+    assert!(calm_failures.is_empty(), "{calm_failures:?}");
     let rss_start = rss_bytes(pid);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -125,30 +124,8 @@ async fn main() {
             (calls, unexpected)
         }));
     }
-    let mut workers = Vec::new();
-    for client in &normal {
-        let (client, stop) = (client.clone(), stop.clone());
-        workers.push(tokio::spawn(async move {
-            let (mut samples, mut failures) = (Vec::new(), Vec::new());
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                match normal_call(&client).await {
-                    Ok(()) => samples.push(t.elapsed()),
-                    Err(e) => failures.push(e),
-                }
-            }
-            (samples, failures)
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let (mut samples, failures) = normal_load(&normal, Duration::from_secs(seconds)).await;
     stop.store(true, Ordering::Relaxed);
-
-    let (mut samples, mut failures) = (Vec::new(), Vec::new());
-    for worker in workers {
-        let (s, f) = worker.await.unwrap();
-        samples.extend(s);
-        failures.extend(f);
-    }
     let (mut hostile_calls, mut unexpected) = (0, Vec::new());
     for worker in hostile {
         let (calls, u) = worker.await.unwrap();
@@ -213,6 +190,36 @@ async fn main() {
     if !failures.is_empty() || !unexpected.is_empty() {
         std::process::exit(1);
     }
+}
+
+/// Every normal session calling in a loop for `length`: latencies and
+/// failures.
+async fn normal_load(normal: &[Arc<Client>], length: Duration) -> (Vec<Duration>, Vec<String>) {
+    let until = Instant::now() + length;
+    let workers: Vec<_> = normal
+        .iter()
+        .map(|client| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let (mut samples, mut failures) = (Vec::new(), Vec::new());
+                while Instant::now() < until {
+                    let t = Instant::now();
+                    match normal_call(&client).await {
+                        Ok(()) => samples.push(t.elapsed()),
+                        Err(e) => failures.push(e),
+                    }
+                }
+                (samples, failures)
+            })
+        })
+        .collect();
+    let (mut samples, mut failures) = (Vec::new(), Vec::new());
+    for worker in workers {
+        let (s, f) = worker.await.unwrap();
+        samples.extend(s);
+        failures.extend(f);
+    }
+    (samples, failures)
 }
 
 async fn connect(url: &str) -> Client {

@@ -189,15 +189,12 @@ async fn every_attack_ends_its_own_call_over_http() {
 #[test]
 fn hostile_describes_refuse_only_their_plugin() {
     let fixture = |name: &str, describe: &str| {
-        let mut entry = PluginEntry::fixture().with(&format!(
-            "limits = {{ call_timeout_ms = 500 }}\nconfig = {{ describe = \"{describe}\", prefix = \"{name}\" }}"
-        ));
-        entry.name = name.into();
-        entry.tools = vec![
-            (format!("{name}_echo_get"), "read".into()),
-            (format!("{name}_fault_run"), "read".into()),
-        ];
-        entry
+        PluginEntry::fixture_as(
+            name,
+            &format!(
+                "limits = {{ call_timeout_ms = 500 }}\nconfig = {{ describe = \"{describe}\", prefix = \"{name}\" }}"
+            ),
+        )
     };
     let m = manifest(vec![
         fixture("many", "many"),
@@ -284,15 +281,10 @@ async fn beyond_its_queue_a_plugin_is_busy_and_recovers() {
 #[test]
 fn directories_that_expose_the_host_or_each_other_are_refused() {
     let grant = |name: &str, files: &str| {
-        let mut entry = PluginEntry::fixture().with(&format!(
-            "config = {{ prefix = \"{name}\" }}\nfiles = [{files}]"
-        ));
-        entry.name = name.into();
-        entry.tools = vec![
-            (format!("{name}_echo_get"), "read".into()),
-            (format!("{name}_fault_run"), "read".into()),
-        ];
-        entry
+        PluginEntry::fixture_as(
+            name,
+            &format!("config = {{ prefix = \"{name}\" }}\nfiles = [{files}]"),
+        )
     };
     let m = manifest(vec![
         grant("data", r#"{ host = "data", guest = "/data", mode = "rw" }"#),

@@ -247,25 +247,13 @@ fn spy(bound: &str, unbound: &str, localhost: &str) -> PluginEntry {
 
 /// [`spy`] with other network limits.
 fn spy_with(bound: &str, unbound: &str, localhost: &str, limits: &str) -> PluginEntry {
-    let component = wasm("spy");
-    PluginEntry {
-        name: "spy".into(),
-        sha256: sha256(&component),
-        component,
-        extra: format!(
-            "network = {{ {limits}, allow = [\
-             {{ destination = \"{bound}\", addresses = [\"127.0.0.1/32\"] }}, \
-             {{ destination = \"{unbound}\", addresses = [\"127.0.0.1/32\"] }}, \
-             \"{localhost}\"] }}\n\
-             credentials = [{{ destination = \"{bound}\", secret = \"crm_token\", header = \"Authorization\", format = \"Bearer {{secret}}\" }}]\n"
-        ),
-        tools: vec![
-            ("spy_env_read".into(), "read".into()),
-            ("spy_http_send".into(), "read".into()),
-            ("spy_socket_open".into(), "read".into()),
-        ],
-        tool_lines: Vec::new(),
-    }
+    PluginEntry::spy().with(&format!(
+        "network = {{ {limits}, allow = [\
+         {{ destination = \"{bound}\", addresses = [\"127.0.0.1/32\"] }}, \
+         {{ destination = \"{unbound}\", addresses = [\"127.0.0.1/32\"] }}, \
+         \"{localhost}\"] }}\n\
+         credentials = [{{ destination = \"{bound}\", secret = \"crm_token\", header = \"Authorization\", format = \"Bearer {{secret}}\" }}]"
+    ))
 }
 
 #[tokio::test]

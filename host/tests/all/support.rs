@@ -63,73 +63,69 @@ pub struct PluginEntry {
 }
 
 impl PluginEntry {
-    /// The helpdesk, pinned to its real digest, with its nine tools.
-    pub fn helpdesk() -> PluginEntry {
-        let component = wasm("helpdesk");
+    /// The component `name` (built in target/), pinned to its real digest,
+    /// with `tools` as (name, risk).
+    pub fn pinned(name: &str, tools: &[(&str, &str)]) -> PluginEntry {
+        let component = wasm(name);
         PluginEntry {
-            name: "helpdesk".into(),
+            name: name.into(),
             sha256: sha256(&component),
             component,
             extra: String::new(),
             tool_lines: Vec::new(),
-            tools: HELPDESK_TOOLS
+            tools: tools
                 .iter()
                 .map(|(n, r)| (n.to_string(), r.to_string()))
                 .collect(),
         }
     }
 
+    /// The helpdesk with its nine tools.
+    pub fn helpdesk() -> PluginEntry {
+        PluginEntry::pinned("helpdesk", &HELPDESK_TOOLS)
+    }
+
     /// The misbehaving test plugin with its two tools.
     pub fn fixture() -> PluginEntry {
-        let component = wasm("fixture");
-        PluginEntry {
-            name: "fixture".into(),
-            sha256: sha256(&component),
-            component,
-            extra: String::new(),
-            tool_lines: Vec::new(),
-            tools: vec![
-                ("fixture_echo_get".into(), "read".into()),
-                ("fixture_fault_run".into(), "read".into()),
-            ],
-        }
+        PluginEntry::pinned(
+            "fixture",
+            &[("fixture_echo_get", "read"), ("fixture_fault_run", "read")],
+        )
+    }
+
+    /// The fixture under another plugin name, its tools prefixed with it,
+    /// with extra TOML lines (config other than `prefix`, limits, files).
+    pub fn fixture_as(name: &str, extra: &str) -> PluginEntry {
+        let mut entry = PluginEntry::fixture();
+        entry.name = name.into();
+        entry.tools = vec![
+            (format!("{name}_echo_get"), "read".into()),
+            (format!("{name}_fault_run"), "read".into()),
+        ];
+        entry.with(extra)
     }
 
     /// The spy plugin (environment, sockets, HTTP) with no network access.
     pub fn spy() -> PluginEntry {
-        let component = wasm("spy");
-        PluginEntry {
-            name: "spy".into(),
-            sha256: sha256(&component),
-            component,
-            extra: String::new(),
-            tool_lines: Vec::new(),
-            tools: vec![
-                ("spy_env_read".into(), "read".into()),
-                ("spy_http_send".into(), "read".into()),
-                ("spy_socket_open".into(), "read".into()),
+        PluginEntry::pinned(
+            "spy",
+            &[
+                ("spy_env_read", "read"),
+                ("spy_http_send", "read"),
+                ("spy_socket_open", "read"),
             ],
-        }
+        )
     }
 
     /// The notes plugin with its five tools, one per call, as the example
     /// manifest declares it.
     pub fn notes() -> PluginEntry {
-        let component = wasm("notes");
-        PluginEntry {
-            name: "notes".into(),
-            sha256: sha256(&component),
-            component,
-            extra: "instance = \"call\"\n".into(),
-            tools: NOTES_TOOLS
-                .iter()
-                .map(|(n, r)| (n.to_string(), r.to_string()))
-                .collect(),
-            tool_lines: vec![(
-                "notes_note_delete".into(),
-                "approval = \"moves the note `{slug}` to the trash\"".into(),
-            )],
-        }
+        let mut entry = PluginEntry::pinned("notes", &NOTES_TOOLS).with("instance = \"call\"");
+        entry.tool_lines = vec![(
+            "notes_note_delete".into(),
+            "approval = \"moves the note `{slug}` to the trash\"".into(),
+        )];
+        entry
     }
 
     /// Adds raw TOML lines to the `[[plugin]]` table (config, limits, …).
