@@ -570,6 +570,16 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
         )?),
         None => None,
     };
+    // A plugin that could read the admin token could approve its own calls.
+    if let Some(file) = args.admin_token_file.as_deref()
+        && let Some((plugin, dir)) = catalog::grant_holding(&manifest, file)
+    {
+        bail!(
+            "--admin-token-file {}: plugin `{plugin}` is granted {}, which holds it; keep the token outside every `files` directory",
+            file.display(),
+            dir.display()
+        );
+    }
     let host = Arc::new(load_host(&manifest, &audit).await?);
     let catalog = &host.catalog;
     if args.strict && !catalog.refusals.is_empty() {

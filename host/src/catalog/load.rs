@@ -66,7 +66,7 @@ pub async fn load(
         clashes.push(clash);
     }
 
-    let files = granted_directories(manifest);
+    let files = granted_directories(manifest, &clashes);
 
     let outcomes = futures::future::join_all(manifest.plugins.iter().zip(clashes).zip(files).map(
         |((decl, clash), files)| async move {
@@ -117,7 +117,10 @@ pub async fn load(
 /// Two grants may not nest where either is writable: a plugin that can
 /// write a parent could swap the child for a symlink before the child is
 /// opened again for the next instance.
-fn granted_directories(manifest: &Manifest) -> Vec<Result<Vec<FileGrant>, String>> {
+fn granted_directories(
+    manifest: &Manifest,
+    clashes: &[Option<String>],
+) -> Vec<Result<Vec<FileGrant>, String>> {
     let canonical =
         |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let state_dir = canonical(&manifest.state_dir);
@@ -125,7 +128,12 @@ fn granted_directories(manifest: &Manifest) -> Vec<Result<Vec<FileGrant>, String
     protected.extend(manifest.secrets_file.as_deref().map(canonical));
     let mut granted: Vec<(&PluginName, FileGrant)> = Vec::new();
     let mut outcomes = Vec::with_capacity(manifest.plugins.len());
-    for decl in &manifest.plugins {
+    for (decl, clash) in manifest.plugins.iter().zip(clashes) {
+        // A plugin refused for its name is never served: its grants bind no one.
+        if clash.is_some() {
+            outcomes.push(Ok(Vec::new()));
+            continue;
+        }
         let mut grants = Vec::with_capacity(decl.files.len());
         let outcome = decl.files.iter().try_for_each(|grant| {
             let host = std::fs::canonicalize(&grant.host).map_err(|e| {
@@ -174,6 +182,19 @@ fn granted_directories(manifest: &Manifest) -> Vec<Result<Vec<FileGrant>, String
         }));
     }
     outcomes
+}
+
+/// The plugin and directory of a `files` grant that would let a plugin see
+/// `file` (a file the host reads that the manifest does not know of, such as
+/// the admin token file), if any.
+pub fn grant_holding(manifest: &Manifest, file: &Path) -> Option<(PluginName, PathBuf)> {
+    let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    manifest.plugins.iter().find_map(|decl| {
+        decl.files.iter().find_map(|grant| {
+            let host = std::fs::canonicalize(&grant.host).ok()?;
+            file.starts_with(&host).then(|| (decl.name.clone(), host))
+        })
+    })
 }
 
 /// All checks of one plugin; the error is the reason for refusing it. The

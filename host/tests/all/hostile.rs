@@ -347,3 +347,30 @@ async fn a_fuel_limit_ends_an_endless_loop_deterministically() {
     assert_eq!(echo["text"], "fuelled");
     client.cancel().await.unwrap();
 }
+
+#[test]
+fn the_host_refuses_to_start_when_a_grant_holds_its_admin_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let m = manifest(vec![PluginEntry::fixture().with(
+        "files = [{ host = \"shared\", guest = \"/shared\", mode = \"ro\" }]",
+    )]);
+    let dir = m.path.parent().unwrap().join("shared");
+    std::fs::create_dir(&dir).unwrap();
+    let token = dir.join("admin.token");
+    std::fs::write(&token, "an-admin-token-long-enough-for-the-host-0123456789").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = toolhost()
+        .args(["serve", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .arg("--admin-token-file")
+        .arg(&token)
+        .arg("--manifest")
+        .arg(&m.path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("plugin `fixture` is granted") && log.contains("holds it"),
+        "{log}"
+    );
+}
