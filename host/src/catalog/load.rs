@@ -136,13 +136,19 @@ fn granted_directories(
         }
         let mut grants = Vec::with_capacity(decl.files.len());
         let outcome = decl.files.iter().try_for_each(|grant| {
-            let host = std::fs::canonicalize(&grant.host).map_err(|e| {
+            // Opened once here as each instance's preopen will open it (a
+            // cap-std directory), so a missing directory, or a file, refuses
+            // the plugin at start rather than at its first call.
+            let cannot_open = |e: std::io::Error| {
                 format!(
                     "files: cannot open directory {} (for {}): {e}",
                     grant.host.display(),
                     grant.guest
                 )
-            })?;
+            };
+            cap_std::fs::Dir::open_ambient_dir(&grant.host, cap_std::ambient_authority())
+                .map_err(cannot_open)?;
+            let host = std::fs::canonicalize(&grant.host).map_err(cannot_open)?;
             let shown = host.display();
             if host.starts_with(&state_dir) || state_dir.starts_with(&host) {
                 return Err(format!(
@@ -215,19 +221,6 @@ async fn vet(
             path.display()
         )
     })?;
-    // A granted directory that is missing or not a directory is a mistake in
-    // the manifest: say so now rather than at the plugin's first call.
-    for grant in &files {
-        cap_std::fs::Dir::open_ambient_dir(&grant.host, cap_std::ambient_authority()).map_err(
-            |e| {
-                format!(
-                    "files: cannot open directory {} (for {}): {e}",
-                    grant.host.display(),
-                    grant.guest
-                )
-            },
-        )?;
-    }
     let actual = Sha256Digest::of(&bytes);
     if actual != decl.sha256 {
         return Err(format!(

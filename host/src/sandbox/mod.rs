@@ -85,16 +85,6 @@ impl EngineSettings {
     }
 }
 
-impl Default for EngineSettings {
-    fn default() -> Self {
-        EngineSettings {
-            largest_memory: Limits::default().memory_bytes,
-            wasm_stack: (crate::manifest::DEFAULT_WASM_STACK_KIB as usize) << 10,
-            fuel: false,
-        }
-    }
-}
-
 /// The engine and linker every plugin shares.
 #[derive(Clone)]
 pub struct Sandbox {

@@ -213,7 +213,7 @@ fn hostile_describes_refuse_only_their_plugin() {
     };
     assert!(refusal("many").contains("many_n0_get"), "{log}");
     assert!(refusal("extra").contains("fixture_secret_run"), "{log}");
-    assert!(refusal("schema").contains("schema"), "{log}");
+    assert!(refusal("schema").contains("JSON Schema"), "{log}");
     assert!(refusal("stuck").contains("500ms"), "{log}");
     assert!(
         log.contains("plugin loaded") && log.contains("helpdesk"),

@@ -223,18 +223,7 @@ pub fn start_and_exit(manifest: &TestManifest, args: &[&str]) -> Exit {
 
 /// Runs `toolhost serve --stdio` and connects rmcp's client to it.
 pub async fn stdio(manifest: &TestManifest, args: &[&str]) -> Client {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost"));
-    cmd.env("TOOLHOST_LOG", "warn")
-        .arg("serve")
-        .arg("--stdio")
-        .arg("--manifest")
-        .arg(&manifest.path)
-        .args(args);
-    let (transport, _) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    ().serve(transport).await.expect("initialize over stdio")
+    stdio_with_pid(manifest, args).await.0
 }
 
 /// [`stdio`], also giving the host's process id (to read its memory).
