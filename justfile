@@ -49,9 +49,14 @@ stdio: build
     trap 'kill $crm 2>/dev/null || true' EXIT
     TOOLHOST_SECRET_CRM_TOKEN="$secret" ./target/release/toolhost serve --manifest tools-manifest.toml --stdio
 
-# The whole test suite: unit and integration tests, and the MCP conformance suite.
+# The whole test suite: unit and integration tests, and the MCP conformance
+# suite, run by cargo-nextest (installed if missing): each test in its own
+# process, stopped if it runs past 4 minutes. With CI set, a failed test is
+# retried twice and reported as flaky if it then passes.
 test: setup plugins conformance-setup
-    cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy
+    command -v cargo-nextest >/dev/null || cargo install cargo-nextest --locked
+    cargo nextest run --workspace --exclude helpdesk --exclude fixture --exclude spy --profile {{ if env_var_or_default("CI", "") != "" { "ci" } else { "default" } }}
+    cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy --doc
 
 # Install the official MCP conformance suite and a Node >= 22 for it, locally.
 conformance-setup:

@@ -21,7 +21,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{HttpHost, Peer, Setup, rss_bytes, save, scratch_manifest, summary};
+use common::{FAULT_RUN_ALLOW, HttpHost, Peer, Setup, rss_bytes, save, scratch_manifest, summary};
 use serde_json::{Value, json};
 
 /// The demo CRM's secret, so the crm plugin loads like the others.
@@ -132,7 +132,7 @@ fn generated_catalog(root: &Path, dir: &Path, count: usize) -> PathBuf {
         text.push_str(&format!(
             "[[plugin]]\nname = \"{name}\"\ncomponent = \"{}\"\nsha256 = \"{sha256}\"\nconfig = {{ prefix = \"{name}\" }}\n\n\
              [[plugin.tool]]\nname = \"{name}_echo_get\"\nrisk = \"read\"\n\n\
-             [[plugin.tool]]\nname = \"{name}_fault_run\"\nrisk = \"read\"\n\n",
+             [[plugin.tool]]\nname = \"{name}_fault_run\"\nrisk = \"read\"\n{FAULT_RUN_ALLOW}\n\n",
             component.display()
         ));
     }

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{HttpHost, Setup, micros, rss_bytes, save, scratch_manifest, summary};
+use common::{
+    FAULT_RUN_ALLOW, HttpHost, Setup, micros, rss_bytes, save, scratch_manifest, summary,
+};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
@@ -70,7 +72,7 @@ async fn main() {
         "\n[[plugin]]\nname = \"fixture\"\ncomponent = {:?}\nsha256 = \"{}\"\ninstance = \"call\"\n\
          limits = {{ call_timeout_ms = 500, memory_mib = 64, output_kib = 64 }}\n\n\
          [[plugin.tool]]\nname = \"fixture_echo_get\"\nrisk = \"read\"\n\n\
-         [[plugin.tool]]\nname = \"fixture_fault_run\"\nrisk = \"read\"\n",
+         [[plugin.tool]]\nname = \"fixture_fault_run\"\nrisk = \"read\"\n{FAULT_RUN_ALLOW}\n",
         fixture.display().to_string(),
         "0".repeat(64)
     ));

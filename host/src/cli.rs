@@ -18,6 +18,7 @@ use crate::audit::{self, Audit, Event, Trail, TrailOptions};
 use crate::catalog;
 use crate::dispatch::Toolhost;
 use crate::gate::{self, Network};
+use crate::lint;
 use crate::manifest::{Manifest, Sha256Digest};
 use crate::mcp::http::{HttpOptions, HttpServer};
 use crate::mcp::{McpCatalog, stdio};
@@ -54,6 +55,25 @@ pub enum Command {
     /// Run one tool call against the manifest, without an MCP client; print
     /// the result, or the structured error and exit 1.
     Call(CallArgs),
+    /// Check the catalog an agent will see: names, risk classes, collisions,
+    /// descriptions and schemas (rules in docs/lint.md); exit 1 on errors.
+    Lint(LintArgs),
+}
+
+#[derive(Args)]
+pub struct LintArgs {
+    /// The manifest; component paths in it are relative to its folder.
+    #[arg(default_value = "tools-manifest.toml")]
+    pub manifest: PathBuf,
+    /// `text` for people, `json` (one object with every finding) for scripts.
+    #[arg(long, value_enum, default_value_t = LintFormat::Text)]
+    pub format: LintFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum LintFormat {
+    Text,
+    Json,
 }
 
 #[derive(Args)]
@@ -334,6 +354,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::State(args) => state(args),
         Command::Audit(args) => audit_command(args),
         Command::Call(args) => call(args).await,
+        Command::Lint(args) => lint_command(args).await,
     }
 }
 
@@ -466,6 +487,44 @@ async fn load_host(manifest: &Manifest, audit: &Audit) -> anyhow::Result<Toolhos
     Ok(Toolhost::new(catalog, store, audit.clone()))
 }
 
+/// `toolhost lint`: loads the catalog as `serve` would, without secrets or
+/// directories (they do not change what plugins describe), and reports.
+async fn lint_command(args: LintArgs) -> anyhow::Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let store: Arc<dyn Store> = open_store(&manifest)?;
+    let cache = ComponentCache::open(&manifest.state_dir)
+        .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
+        .ok();
+    let sandbox = Sandbox::new(cache, EngineSettings::of(&manifest))?;
+    let catalog = catalog::load_described(&manifest, &sandbox, &store).await;
+    let report = lint::lint(&manifest, &catalog);
+    match args.format {
+        LintFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        LintFormat::Text => {
+            for finding in &report.findings {
+                println!("{finding}");
+            }
+            println!(
+                "{}: {} tool(s) of {} plugin(s); {} error(s), {} warning(s), {} allowed",
+                manifest.path.display(),
+                catalog.tools.len(),
+                manifest.plugins.len(),
+                report.errors().count(),
+                report.warnings().count(),
+                report
+                    .findings
+                    .iter()
+                    .filter(|f| f.allowed.is_some())
+                    .count(),
+            );
+        }
+    }
+    if report.has_errors() {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
 async fn call(args: CallArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
     let arguments = match serde_json::from_str::<serde_json::Value>(&args.args) {
@@ -586,6 +645,26 @@ async fn serve_recorded(args: ServeArgs, manifest: Manifest, audit: Audit) -> an
         bail!(
             "--strict: {} plugin(s) refused (see above); not serving",
             catalog.refusals.len()
+        );
+    }
+    // Refused plugins (a name clash refuses the later one) were logged and
+    // are governed by --strict; every other lint error stops the host, since
+    // an agent would misread the catalog.
+    let report = lint::lint(&manifest, catalog);
+    for warning in report.warnings() {
+        tracing::warn!("lint: {warning}");
+    }
+    let errors: Vec<_> = report
+        .errors()
+        .filter(|f| !matches!(f.rule, lint::Rule::PluginRefused | lint::Rule::NameClash))
+        .collect();
+    if !errors.is_empty() {
+        for error in &errors {
+            tracing::error!("lint: {error}");
+        }
+        bail!(
+            "the catalog has {} lint error(s) (see above), so it is not served; fix them, or accept each with lint_allow and a reason (`toolhost lint` lists them, docs/lint.md explains each rule)",
+            errors.len()
         );
     }
     tracing::info!(

@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod cli;
 pub mod dispatch;
 pub mod gate;
+pub mod lint;
 pub mod manifest;
 pub mod mcp;
 pub mod operator;

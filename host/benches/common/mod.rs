@@ -289,3 +289,7 @@ pub fn rss_bytes(pid: u32) -> u64 {
         .expect("VmRSS in /proc/PID/status");
     kib << 10
 }
+
+/// What the benches' manifests accept of the test fixture's catch-all
+/// fault tool (see docs/lint.md).
+pub const FAULT_RUN_ALLOW: &str = "lint_allow = { name-vague-verb = \"test fixture: runs the fault its argument names\", action-switch = \"test fixture: one tool for every fault, reads and writes alike\" }";

@@ -45,6 +45,27 @@ pub async fn load(
     store: &Arc<dyn Store>,
     network: &Network,
 ) -> Catalog {
+    load_with(manifest, sandbox, store, Some(network)).await
+}
+
+/// Loads the catalog as [`load`] does, for reading what it describes (lint,
+/// inspection) rather than serving it: no secret is needed and no `files`
+/// directory is opened, since neither changes what `describe()` returns.
+/// Its plugins can reach nothing outside the host.
+pub async fn load_described(
+    manifest: &Manifest,
+    sandbox: &Sandbox,
+    store: &Arc<dyn Store>,
+) -> Catalog {
+    load_with(manifest, sandbox, store, None).await
+}
+
+async fn load_with(
+    manifest: &Manifest,
+    sandbox: &Sandbox,
+    store: &Arc<dyn Store>,
+    network: Option<&Network>,
+) -> Catalog {
     // A clash is decided on declarations, before anything is compiled, so
     // the outcome does not depend on which component loads.
     let mut owners: HashMap<&str, (&PluginName, usize)> = HashMap::new();
@@ -66,7 +87,10 @@ pub async fn load(
         clashes.push(clash);
     }
 
-    let files = granted_directories(manifest, &clashes);
+    let files = match network {
+        Some(_) => granted_directories(manifest, &clashes),
+        None => manifest.plugins.iter().map(|_| Ok(Vec::new())).collect(),
+    };
 
     let outcomes = futures::future::join_all(manifest.plugins.iter().zip(clashes).zip(files).map(
         |((decl, clash), files)| async move {
@@ -210,10 +234,18 @@ async fn vet(
     files: Vec<FileGrant>,
     sandbox: &Sandbox,
     store: &Arc<dyn Store>,
-    network: &Network,
+    network: Option<&Network>,
 ) -> Result<(PreparedPlugin, Origin, Vec<CatalogTool>), String> {
     // A missing secret refuses the plugin before anything is compiled.
-    let gate = Arc::new(network.gate(decl)?);
+    let gate = Arc::new(match network {
+        Some(network) => network.gate(decl)?,
+        None => {
+            let mut closed = decl.clone();
+            closed.network.allow.clear();
+            closed.network.credentials.clear();
+            Network::closed().gate(&closed)?
+        }
+    });
     let path = &decl.component;
     let bytes = tokio::fs::read(path).await.map_err(|e| {
         format!(

@@ -142,6 +142,9 @@ pub struct ToolDecl {
     /// HTTP methods the tool's outbound requests may use (uppercase). When
     /// unset: GET and HEAD for a read tool, any for the others.
     pub http_methods: Option<Vec<String>>,
+    /// `lint_allow`: lint rule id → why the platform team accepts that
+    /// finding for this tool. `toolhost lint` reports it as allowed.
+    pub lint_allow: BTreeMap<String, String>,
     /// 1-based line of the declaration, for messages.
     pub line: usize,
 }

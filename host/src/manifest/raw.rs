@@ -129,6 +129,9 @@ struct RawTool {
     idempotent: bool,
     approval: Option<Spanned<String>>,
     http_methods: Option<Spanned<Vec<String>>>,
+    /// Lint findings the platform team accepted for this tool, by rule id,
+    /// each with the reason.
+    lint_allow: Option<Spanned<BTreeMap<String, String>>>,
 }
 
 /// Config values are strings to the plugin; numbers and booleans are
@@ -259,12 +262,22 @@ impl RawPlugin {
                     Some(vetted)
                 }
             };
+            let allow_span = t.lint_allow.as_ref().map(Spanned::span);
+            let lint_allow = t.lint_allow.map(Spanned::into_inner).unwrap_or_default();
+            if let Some((rule, _)) = lint_allow.iter().find(|(_, why)| why.trim().is_empty()) {
+                return Err(at.error(
+                    allow_span,
+                    format!("tool `{tool_name}`: lint_allow for `{rule}` gives no reason"),
+                    "say why the finding is acceptable, e.g. lint_allow = { name-vague-verb = \"runs the named report, which only reads\" }".into(),
+                ));
+            }
             tools.push(ToolDecl {
                 name: tool_name,
                 risk: t.risk,
                 idempotent: t.idempotent,
                 approval,
                 http_methods,
+                lint_allow,
                 line: tool_line,
             });
         }

@@ -11,6 +11,7 @@ mod conformance;
 mod faults;
 mod helpdesk;
 mod hostile;
+mod lint;
 mod network;
 mod policy;
 mod sessions;

@@ -33,6 +33,10 @@ pub const NOTES_TOOLS: [(&str, &str); 5] = [
     ("notes_note_delete", "destructive"),
 ];
 
+/// What the platform team accepts of the fixture's catch-all fault tool.
+pub const FAULT_RUN_ALLOW: &str = "lint_allow = { name-vague-verb = \"test fixture: runs the fault its argument names\", \
+     action-switch = \"test fixture: one tool for every fault, reads and writes alike\" }";
+
 /// A plugin component built from `plugins/` or the test fixtures.
 pub fn wasm(name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -87,10 +91,12 @@ impl PluginEntry {
 
     /// The misbehaving test plugin with its two tools.
     pub fn fixture() -> PluginEntry {
-        PluginEntry::pinned(
+        let mut entry = PluginEntry::pinned(
             "fixture",
             &[("fixture_echo_get", "read"), ("fixture_fault_run", "read")],
-        )
+        );
+        entry.tool_lines = vec![("fixture_fault_run".into(), FAULT_RUN_ALLOW.into())];
+        entry
     }
 
     /// The fixture under another plugin name, its tools prefixed with it,
@@ -102,19 +108,34 @@ impl PluginEntry {
             (format!("{name}_echo_get"), "read".into()),
             (format!("{name}_fault_run"), "read".into()),
         ];
+        entry.tool_lines = vec![(format!("{name}_fault_run"), FAULT_RUN_ALLOW.into())];
         entry.with(extra)
     }
 
     /// The spy plugin (environment, sockets, HTTP) with no network access.
     pub fn spy() -> PluginEntry {
-        PluginEntry::pinned(
+        let mut entry = PluginEntry::pinned(
             "spy",
             &[
                 ("spy_env_read", "read"),
                 ("spy_http_send", "read"),
                 ("spy_socket_open", "read"),
             ],
-        )
+        );
+        entry.tool_lines = vec![
+            (
+                "spy_http_send".into(),
+                "lint_allow = { risk-verb = \"test fixture: sends whatever the test asks, as a read tool so no grant is needed\", \
+                 schema-closed = \"test fixture: headers are free-form on purpose\", \
+                 schema-free-object = \"test fixture: headers are free-form on purpose\" }"
+                    .into(),
+            ),
+            (
+                "spy_socket_open".into(),
+                "lint_allow = { risk-verb = \"test fixture: tries to open a socket and reports that it could not\" }".into(),
+            ),
+        ];
+        entry
     }
 
     /// The notes plugin with its five tools, one per call, as the example

@@ -1,0 +1,364 @@
+//! Catalog lint: the checks a platform team runs before an agent sees a
+//! catalog, so that no tool can be misread. It reads what loading vetted (the
+//! manifest's declarations joined with each plugin's `describe()`) and
+//! reports findings; it never changes the catalog or decides who may call.
+//!
+//! Every rule is documented in docs/lint.md; the ids here are the ones users
+//! write in `lint_allow` and scripts match on, so they never change.
+
+mod descriptions;
+mod names;
+mod schemas;
+mod words;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::catalog::{Catalog, Refusal};
+use crate::manifest::{Manifest, RiskClass};
+
+/// How bad a finding is: errors stop `serve`, warnings are logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One lint rule. The id (`Rule::id`) is stable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rule {
+    PluginRefused,
+    NameShape,
+    NameUnknownVerb,
+    NameVagueVerb,
+    RiskVerb,
+    NameClash,
+    IntentCollision,
+    ActionSwitch,
+    DescriptionEmpty,
+    DescriptionLength,
+    DescriptionEffect,
+    DescriptionIdKind,
+    SchemaClosed,
+    SchemaRequired,
+    SchemaFreeObject,
+    SchemaNumberBounds,
+    SchemaStringBounds,
+    SchemaArrayBounds,
+    AllowUnknown,
+    AllowUnused,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 20] = [
+        Rule::PluginRefused,
+        Rule::NameShape,
+        Rule::NameUnknownVerb,
+        Rule::NameVagueVerb,
+        Rule::RiskVerb,
+        Rule::NameClash,
+        Rule::IntentCollision,
+        Rule::ActionSwitch,
+        Rule::DescriptionEmpty,
+        Rule::DescriptionLength,
+        Rule::DescriptionEffect,
+        Rule::DescriptionIdKind,
+        Rule::SchemaClosed,
+        Rule::SchemaRequired,
+        Rule::SchemaFreeObject,
+        Rule::SchemaNumberBounds,
+        Rule::SchemaStringBounds,
+        Rule::SchemaArrayBounds,
+        Rule::AllowUnknown,
+        Rule::AllowUnused,
+    ];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Rule::PluginRefused => "plugin-refused",
+            Rule::NameShape => "name-shape",
+            Rule::NameUnknownVerb => "name-unknown-verb",
+            Rule::NameVagueVerb => "name-vague-verb",
+            Rule::RiskVerb => "risk-verb",
+            Rule::NameClash => "name-clash",
+            Rule::IntentCollision => "intent-collision",
+            Rule::ActionSwitch => "action-switch",
+            Rule::DescriptionEmpty => "description-empty",
+            Rule::DescriptionLength => "description-length",
+            Rule::DescriptionEffect => "description-effect",
+            Rule::DescriptionIdKind => "description-id-kind",
+            Rule::SchemaClosed => "schema-closed",
+            Rule::SchemaRequired => "schema-required",
+            Rule::SchemaFreeObject => "schema-free-object",
+            Rule::SchemaNumberBounds => "schema-number-bounds",
+            Rule::SchemaStringBounds => "schema-string-bounds",
+            Rule::SchemaArrayBounds => "schema-array-bounds",
+            Rule::AllowUnknown => "allow-unknown",
+            Rule::AllowUnused => "allow-unused",
+        }
+    }
+
+    pub fn severity(self) -> Severity {
+        match self {
+            Rule::NameUnknownVerb | Rule::IntentCollision | Rule::AllowUnused => Severity::Warning,
+            _ => Severity::Error,
+        }
+    }
+
+    pub fn from_id(id: &str) -> Option<Rule> {
+        Rule::ALL.into_iter().find(|r| r.id() == id)
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id())
+    }
+}
+
+/// What is wrong, where, and how to fix it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub rule: Rule,
+    pub severity: Severity,
+    pub plugin: String,
+    /// The tool it is about; `None` for a finding about a whole plugin.
+    pub tool: Option<String>,
+    /// A JSON pointer into the tool's input schema, for schema findings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    pub message: String,
+    pub fix: String,
+    /// The manifest's `lint_allow` reason, when the platform team accepted it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<String>,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let severity = match (self.allowed.is_some(), self.severity) {
+            (true, _) => "allowed",
+            (false, Severity::Error) => "error",
+            (false, Severity::Warning) => "warning",
+        };
+        write!(f, "{severity}[{}] ", self.rule)?;
+        match &self.tool {
+            Some(tool) => write!(f, "{tool}")?,
+            None => write!(f, "plugin `{}`", self.plugin)?,
+        }
+        if let Some(at) = &self.at {
+            write!(f, " at {at}")?;
+        }
+        write!(f, ": {}\n    fix: {}", self.message, self.fix)?;
+        if let Some(reason) = &self.allowed {
+            write!(f, "\n    allowed: {reason}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The outcome of linting one catalog.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// Findings that stop `serve`: errors nobody allowed.
+    pub fn errors(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error && f.allowed.is_none())
+    }
+
+    pub fn warnings(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Warning && f.allowed.is_none())
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.errors().next().is_some()
+    }
+}
+
+/// One served tool as the rules see it.
+pub(crate) struct Subject<'a> {
+    pub plugin: &'a str,
+    pub name: &'a str,
+    pub risk: RiskClass,
+    pub description: &'a str,
+    pub input: &'a serde_json::Map<String, serde_json::Value>,
+}
+
+/// Collects findings for one subject (or plugin) while the rules run.
+pub(crate) struct Findings {
+    list: Vec<Finding>,
+}
+
+impl Findings {
+    pub fn tool(&mut self, rule: Rule, tool: &Subject<'_>, message: String, fix: String) {
+        self.push(rule, tool.plugin, Some(tool.name), None, message, fix);
+    }
+
+    pub fn schema(
+        &mut self,
+        rule: Rule,
+        tool: &Subject<'_>,
+        at: &str,
+        message: String,
+        fix: String,
+    ) {
+        let at = if at.is_empty() { "/" } else { at };
+        self.push(rule, tool.plugin, Some(tool.name), Some(at), message, fix);
+    }
+
+    fn push(
+        &mut self,
+        rule: Rule,
+        plugin: &str,
+        tool: Option<&str>,
+        at: Option<&str>,
+        message: String,
+        fix: String,
+    ) {
+        self.list.push(Finding {
+            rule,
+            severity: rule.severity(),
+            plugin: plugin.to_string(),
+            tool: tool.map(str::to_string),
+            at: at.map(str::to_string),
+            message,
+            fix,
+            allowed: None,
+        });
+    }
+}
+
+/// Lints a loaded catalog against its manifest. Plugins that loading refused
+/// are findings themselves; their tools cannot be read, so no other rule
+/// sees them.
+pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
+    let mut findings = Findings { list: Vec::new() };
+    names::clashes(&mut findings, manifest);
+    // A clash refuses the later plugin; `name-clash` already says why.
+    let clashing: BTreeSet<String> = findings.list.iter().map(|f| f.plugin.clone()).collect();
+    for refusal in &catalog.refusals {
+        if !clashing.contains(refusal.plugin.as_str()) {
+            refused(&mut findings, refusal);
+        }
+    }
+    let subjects: Vec<Subject<'_>> = catalog
+        .tools
+        .iter()
+        .map(|t| Subject {
+            plugin: catalog.plugins[t.plugin].prepared.shared().name.as_str(),
+            name: t.name.as_str(),
+            risk: t.risk,
+            description: &t.description,
+            input: t.input_schema(),
+        })
+        .collect();
+    for subject in &subjects {
+        names::check(&mut findings, subject);
+        descriptions::check(&mut findings, subject);
+        schemas::check(&mut findings, subject);
+    }
+    names::collisions(&mut findings, &subjects);
+    let mut report = Report {
+        findings: findings.list,
+    };
+    apply_allows(&mut report, manifest);
+    report.findings.sort_by(|a, b| {
+        (a.allowed.is_some(), a.severity, &a.plugin, &a.tool, a.rule).cmp(&(
+            b.allowed.is_some(),
+            b.severity,
+            &b.plugin,
+            &b.tool,
+            b.rule,
+        ))
+    });
+    report
+}
+
+fn refused(findings: &mut Findings, refusal: &Refusal) {
+    findings.push(
+        Rule::PluginRefused,
+        refusal.plugin.as_str(),
+        None,
+        None,
+        format!(
+            "the host refuses this plugin (manifest line {}): {}",
+            refusal.line, refusal.reason
+        ),
+        "fix what the reason names; until then none of its tools is served or linted".into(),
+    );
+}
+
+/// Marks findings the manifest accepts with a reason, and reports allows
+/// that name no rule or match no finding (stale exceptions hide nothing, but
+/// they mislead the next reader of the manifest).
+fn apply_allows(report: &mut Report, manifest: &Manifest) {
+    let mut extra = Vec::new();
+    for plugin in &manifest.plugins {
+        for tool in &plugin.tools {
+            for (id, reason) in &tool.lint_allow {
+                let Some(rule) = Rule::from_id(id) else {
+                    extra.push(Finding {
+                        rule: Rule::AllowUnknown,
+                        severity: Rule::AllowUnknown.severity(),
+                        plugin: plugin.name.as_str().to_string(),
+                        tool: Some(tool.name.as_str().to_string()),
+                        at: None,
+                        message: format!("lint_allow names `{id}`, which is not a lint rule"),
+                        fix: format!(
+                            "use one of the rule ids in docs/lint.md: {}",
+                            Rule::ALL.map(Rule::id).join(", ")
+                        ),
+                        allowed: None,
+                    });
+                    continue;
+                };
+                let mut used = false;
+                for finding in report
+                    .findings
+                    .iter_mut()
+                    .filter(|f| f.rule == rule && f.tool.as_deref() == Some(tool.name.as_str()))
+                {
+                    finding.allowed = Some(reason.clone());
+                    used = true;
+                }
+                if !used {
+                    extra.push(Finding {
+                        rule: Rule::AllowUnused,
+                        severity: Rule::AllowUnused.severity(),
+                        plugin: plugin.name.as_str().to_string(),
+                        tool: Some(tool.name.as_str().to_string()),
+                        at: None,
+                        message: format!(
+                            "lint_allow accepts `{id}`, but the tool has no such finding"
+                        ),
+                        fix: format!("remove `{id}` from the tool's lint_allow"),
+                        allowed: None,
+                    });
+                }
+            }
+        }
+    }
+    report.findings.extend(extra);
+}
+
+/// The ids of the rules a report found (allowed or not), for tests and
+/// summaries.
+pub fn rules_found(report: &Report) -> BTreeSet<&'static str> {
+    report.findings.iter().map(|f| f.rule.id()).collect()
+}

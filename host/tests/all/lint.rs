@@ -1,0 +1,178 @@
+//! Catalog lint: each rule has a fixture catalog that triggers exactly it,
+//! the example catalog is clean, allowed findings stay visible, and `serve`
+//! will not serve a catalog with errors.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lint")
+}
+
+/// The fixture catalog `name`, pointed at the built fixture component.
+fn catalog(name: &str) -> TestManifest {
+    let component = wasm("fixture");
+    let text = std::fs::read_to_string(fixtures().join(format!("{name}.toml")))
+        .unwrap()
+        .replace("{fixture}", &component.display().to_string())
+        .replace("{sha256}", &sha256(&component));
+    manifest_text(&text)
+}
+
+/// `toolhost lint --format json`: whether it passed, and the report.
+fn lint(manifest: &Path) -> (bool, Value) {
+    let out = toolhost()
+        .args(["lint", "--format", "json"])
+        .arg(manifest)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.success(), report)
+}
+
+fn rules(report: &Value) -> BTreeSet<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The rule ids docs/lint.md documents, one `### \`id\`` heading each.
+fn documented_rules() -> BTreeSet<String> {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/lint.md"))
+            .unwrap();
+    doc.lines()
+        .filter_map(|l| l.strip_prefix("### `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn each_rule_has_a_fixture_catalog_that_triggers_exactly_that_rule() {
+    let mut covered = BTreeSet::new();
+    for entry in std::fs::read_dir(fixtures()).unwrap() {
+        let path = entry.unwrap().path();
+        let rule = path.file_stem().unwrap().to_str().unwrap().to_string();
+        if rule == "clean" || rule == "allowed" {
+            continue;
+        }
+        let (passed, report) = lint(&catalog(&rule).path);
+        assert_eq!(
+            rules(&report),
+            BTreeSet::from([rule.clone()]),
+            "{rule}.toml: {report:#}"
+        );
+        let findings = report["findings"].as_array().unwrap();
+        let severity = findings[0]["severity"].as_str().unwrap();
+        assert_eq!(passed, severity == "warning", "{rule}: {report:#}");
+        for finding in findings {
+            assert!(
+                !finding["message"].as_str().unwrap().is_empty()
+                    && !finding["fix"].as_str().unwrap().is_empty(),
+                "{rule}: {finding}"
+            );
+        }
+        covered.insert(rule);
+    }
+    // Every rule is documented, and every documented rule has its fixture.
+    assert_eq!(covered, documented_rules());
+}
+
+#[test]
+fn a_clean_catalog_passes_and_an_allowed_finding_stays_visible() {
+    let (passed, report) = lint(&catalog("clean").path);
+    assert!(passed, "{report:#}");
+    assert_eq!(report["findings"], serde_json::json!([]));
+
+    let (passed, report) = lint(&catalog("allowed").path);
+    assert!(passed, "{report:#}");
+    let finding = &report["findings"][0];
+    assert_eq!(finding["rule"], "name-vague-verb");
+    assert_eq!(finding["allowed"], "runs a named report, which only reads");
+    let text = toolhost()
+        .arg("lint")
+        .arg(&catalog("allowed").path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("allowed[name-vague-verb] fixture_report_run")
+            && text.contains("0 error(s), 0 warning(s), 1 allowed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_text_report_names_the_rule_the_tool_the_place_and_the_fix() {
+    let m = catalog("schema-string-bounds");
+    let out = toolhost().arg("lint").arg(&m.path).output().unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "error[schema-string-bounds] fixture_ticket_search at /properties/query: this string has no `maxLength`"
+        ) && text.contains("    fix: add \"maxLength\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_example_catalog_has_no_findings() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(root.join("tools-manifest.toml"))
+        .unwrap()
+        .replace(
+            "component = \"target/",
+            &format!("component = \"{}/target/", root.display()),
+        );
+    let path = dir.path().join("tools-manifest.toml");
+    std::fs::write(&path, text).unwrap();
+    // The pins are set by `just build`; the copy is pinned to this build.
+    let pinned = toolhost()
+        .args(["pin", "--manifest"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(pinned.status.success(), "{pinned:?}");
+    let (passed, report) = lint(&path);
+    assert!(passed, "{report:#}");
+    assert_eq!(report["findings"], serde_json::json!([]), "{report:#}");
+}
+
+#[test]
+fn serve_refuses_a_catalog_with_lint_errors_and_says_which() {
+    let m = catalog("schema-closed");
+    let out = start_and_exit(&m, &[]);
+    assert!(!out.success, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("error[schema-closed] fixture_ticket_get")
+            && out.stderr.contains("1 lint error(s)"),
+        "{}",
+        out.stderr
+    );
+    // Warnings are logged, and the catalog is served.
+    let m = catalog("intent-collision");
+    let out = start_and_exit(&m, &[]);
+    assert!(out.success, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("warning[intent-collision] fixture_ticket_fetch"),
+        "{}",
+        out.stderr
+    );
+}
