@@ -1,8 +1,10 @@
 //! Tickets, the product doc, and what each tool does to them.
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// Keys are `T-` plus four digits, starting at 1041: 1041 + 8 * 1119 would
 /// pass 9999, so rounds stop well before that.
@@ -75,7 +77,8 @@ const SEED: [(&str, &str, &str); 8] = [
     ),
 ];
 
-#[derive(Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+/// Where a ticket stands.
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Open,
@@ -84,7 +87,8 @@ pub enum Status {
     Closed,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+/// What a ticket is about, as the agent judged it.
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     Question,
@@ -92,6 +96,18 @@ pub enum Category {
     Billing,
     Legal,
     Spam,
+}
+
+/// A category to list by; `none` means not yet categorised.
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CategoryFilter {
+    Question,
+    Malfunction,
+    Billing,
+    Legal,
+    Spam,
+    None,
 }
 
 impl Status {
@@ -117,7 +133,22 @@ impl Category {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+impl CategoryFilter {
+    fn admits(self, category: Option<Category>) -> bool {
+        let wanted = match self {
+            CategoryFilter::None => return category.is_none(),
+            CategoryFilter::Question => Category::Question,
+            CategoryFilter::Malfunction => Category::Malfunction,
+            CategoryFilter::Billing => Category::Billing,
+            CategoryFilter::Legal => Category::Legal,
+            CategoryFilter::Spam => Category::Spam,
+        };
+        category == Some(wanted)
+    }
+}
+
+/// The team an escalated ticket went to.
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Team {
     Legal,
@@ -134,37 +165,118 @@ struct Ticket {
     status: Status,
     category: Option<Category>,
     answers: Vec<String>,
-    escalation: Option<(Team, String)>,
+    escalation: Option<Escalation>,
     close_reason: Option<String>,
 }
 
-impl Ticket {
-    /// The row shown by list and search: everything but the full text.
-    fn row(&self) -> Value {
-        json!({
-            "key": self.key,
-            "subject": self.subject,
-            "from": self.from,
-            "received": self.received,
-            "status": self.status,
-            "category": self.category,
-        })
-    }
+/// A ticket as list and search show it: everything but the full text.
+#[derive(Serialize, JsonSchema)]
+pub struct Row {
+    pub key: String,
+    pub subject: String,
+    pub from: String,
+    pub received: String,
+    pub status: Status,
+    pub category: Option<Category>,
+}
 
-    fn escalation_json(&self) -> Value {
-        match &self.escalation {
-            Some((team, reason)) => json!({ "team": team, "reason": reason }),
-            None => Value::Null,
+/// Who an escalated ticket went to, and why.
+#[derive(Clone, Serialize, JsonSchema)]
+pub struct Escalation {
+    pub team: Team,
+    pub reason: String,
+}
+
+/// One ticket in full, as helpdesk_ticket_get returns it.
+#[derive(Serialize, JsonSchema)]
+pub struct FullTicket {
+    #[serde(flatten)]
+    pub row: Row,
+    pub text: String,
+    pub answers: Vec<String>,
+    pub escalation: Option<Escalation>,
+    pub close_reason: Option<String>,
+}
+
+/// A ticket after a change: its row, and the escalation if there is one.
+#[derive(Serialize, JsonSchema)]
+pub struct Changed {
+    #[serde(flatten)]
+    pub row: Row,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Escalation>,
+}
+
+/// One page of helpdesk_ticket_list.
+#[derive(Serialize, JsonSchema)]
+pub struct ListPage {
+    pub total: usize,
+    pub matches: usize,
+    pub offset: usize,
+    pub rest: usize,
+    pub tickets: Vec<Row>,
+}
+
+/// What helpdesk_ticket_search found.
+#[derive(Serialize, JsonSchema)]
+pub struct SearchPage {
+    pub query: String,
+    pub matches: usize,
+    pub rest: usize,
+    pub tickets: Vec<Row>,
+}
+
+/// The product doc.
+#[derive(Serialize, JsonSchema)]
+pub struct Doc {
+    pub title: String,
+    pub text: String,
+}
+
+/// Ticket counts.
+#[derive(Serialize, JsonSchema)]
+pub struct Stats {
+    pub total: usize,
+    pub by_status: BTreeMap<String, usize>,
+    pub by_category: BTreeMap<String, usize>,
+}
+
+impl Ticket {
+    fn row(&self) -> Row {
+        Row {
+            key: self.key.clone(),
+            subject: self.subject.into(),
+            from: self.from.into(),
+            received: self.received.clone(),
+            status: self.status,
+            category: self.category,
         }
     }
 
-    fn full(&self) -> Value {
-        let mut v = self.row();
-        v["text"] = json!(self.text);
-        v["answers"] = json!(self.answers);
-        v["escalation"] = self.escalation_json();
-        v["close_reason"] = json!(self.close_reason);
-        v
+    fn full(&self) -> FullTicket {
+        FullTicket {
+            row: self.row(),
+            text: self.text.into(),
+            answers: self.answers.clone(),
+            escalation: self.escalation.clone(),
+            close_reason: self.close_reason.clone(),
+        }
+    }
+
+    fn changed(&self) -> Changed {
+        Changed {
+            row: self.row(),
+            escalation: None,
+        }
+    }
+
+    /// Answers and escalations go only to tickets still in the helpdesk's hands.
+    fn still_open(&self) -> Result<(), DeskError> {
+        match self.status {
+            Status::Closed => Err(DeskError::Closed(self.key.clone())),
+            Status::Escalated => Err(DeskError::Escalated(self.key.clone())),
+            Status::Open | Status::Answered => Ok(()),
+        }
     }
 }
 
@@ -173,8 +285,6 @@ pub enum DeskError {
     NotFound(String),
     Closed(String),
     Escalated(String),
-    UnknownTool(String),
-    BadArguments(String),
 }
 
 impl DeskError {
@@ -183,8 +293,6 @@ impl DeskError {
             DeskError::NotFound(_) => "not_found",
             DeskError::Closed(_) => "ticket_closed",
             DeskError::Escalated(_) => "ticket_escalated",
-            DeskError::UnknownTool(_) => "unknown_tool",
-            DeskError::BadArguments(_) => "invalid_arguments",
         }
     }
 }
@@ -203,73 +311,12 @@ impl fmt::Display for DeskError {
                 f,
                 "Ticket {key} is escalated; the team it went to handles it now, so the helpdesk does not answer it."
             ),
-            DeskError::UnknownTool(tool) => write!(f, "The helpdesk has no tool {tool}."),
-            DeskError::BadArguments(e) => write!(f, "The arguments do not fit the tool: {e}"),
         }
     }
 }
 
 pub struct Desk {
     tickets: Vec<Ticket>,
-}
-
-#[derive(Deserialize)]
-struct ListArgs {
-    status: Option<Status>,
-    category: Option<String>,
-    #[serde(default = "default_list_limit")]
-    limit: usize,
-    #[serde(default)]
-    offset: usize,
-}
-
-fn default_list_limit() -> usize {
-    25
-}
-
-#[derive(Deserialize)]
-struct KeyArgs {
-    key: String,
-}
-
-#[derive(Deserialize)]
-struct SearchArgs {
-    query: String,
-    #[serde(default = "default_search_limit")]
-    limit: usize,
-}
-
-fn default_search_limit() -> usize {
-    10
-}
-
-#[derive(Deserialize)]
-struct CategorizeArgs {
-    key: String,
-    category: Category,
-}
-
-#[derive(Deserialize)]
-struct AnswerArgs {
-    key: String,
-    answer: String,
-}
-
-#[derive(Deserialize)]
-struct EscalateArgs {
-    key: String,
-    team: Team,
-    reason: String,
-}
-
-#[derive(Deserialize)]
-struct CloseArgs {
-    key: String,
-    reason: Option<String>,
-}
-
-fn parse<T: serde::de::DeserializeOwned>(args: &Value) -> Result<T, DeskError> {
-    T::deserialize(args).map_err(|e| DeskError::BadArguments(e.to_string()))
 }
 
 impl Desk {
@@ -295,61 +342,50 @@ impl Desk {
         Desk { tickets }
     }
 
-    pub fn dispatch(&mut self, tool: &str, args: &Value) -> Result<Value, DeskError> {
-        match tool {
-            "helpdesk_ticket_list" => Ok(self.list(parse(args)?)),
-            "helpdesk_ticket_get" => {
-                let a: KeyArgs = parse(args)?;
-                Ok(self.find(&a.key)?.full())
-            }
-            "helpdesk_ticket_search" => Ok(self.search(parse(args)?)),
-            "helpdesk_doc_read" => Ok(json!({ "title": DOC_TITLE, "text": DOC_TEXT })),
-            "helpdesk_stats_get" => Ok(self.stats()),
-            "helpdesk_ticket_categorize" => {
-                let a: CategorizeArgs = parse(args)?;
-                let t = self.find_mut(&a.key)?;
-                t.category = Some(a.category);
-                Ok(t.row())
-            }
-            "helpdesk_ticket_answer" => {
-                let a: AnswerArgs = parse(args)?;
-                let t = self.find_mut(&a.key)?;
-                match t.status {
-                    Status::Closed => return Err(DeskError::Closed(a.key)),
-                    Status::Escalated => return Err(DeskError::Escalated(a.key)),
-                    Status::Open | Status::Answered => {}
-                }
-                t.answers.push(a.answer);
-                t.status = Status::Answered;
-                Ok(t.row())
-            }
-            "helpdesk_ticket_escalate" => {
-                let a: EscalateArgs = parse(args)?;
-                let t = self.find_mut(&a.key)?;
-                match t.status {
-                    Status::Closed => return Err(DeskError::Closed(a.key)),
-                    Status::Escalated => return Err(DeskError::Escalated(a.key)),
-                    Status::Open | Status::Answered => {}
-                }
-                t.escalation = Some((a.team, a.reason));
-                t.status = Status::Escalated;
-                // The row and the escalation, not the text: only get shows that.
-                let mut row = t.row();
-                row["escalation"] = t.escalation_json();
-                Ok(row)
-            }
-            "helpdesk_ticket_close" => {
-                let a: CloseArgs = parse(args)?;
-                let t = self.find_mut(&a.key)?;
-                if t.status == Status::Closed {
-                    return Err(DeskError::Closed(a.key));
-                }
-                t.status = Status::Closed;
-                t.close_reason = a.reason;
-                Ok(t.row())
-            }
-            other => Err(DeskError::UnknownTool(other.to_string())),
+    pub fn get(&self, key: &str) -> Result<FullTicket, DeskError> {
+        Ok(self.find(key)?.full())
+    }
+
+    pub fn categorize(&mut self, key: &str, category: Category) -> Result<Changed, DeskError> {
+        let t = self.find_mut(key)?;
+        t.category = Some(category);
+        Ok(t.changed())
+    }
+
+    pub fn answer(&mut self, key: &str, answer: String) -> Result<Changed, DeskError> {
+        let t = self.find_mut(key)?;
+        t.still_open()?;
+        t.answers.push(answer);
+        t.status = Status::Answered;
+        Ok(t.changed())
+    }
+
+    pub fn escalate(
+        &mut self,
+        key: &str,
+        team: Team,
+        reason: String,
+    ) -> Result<Changed, DeskError> {
+        let t = self.find_mut(key)?;
+        t.still_open()?;
+        let escalation = Escalation { team, reason };
+        t.escalation = Some(escalation.clone());
+        t.status = Status::Escalated;
+        // The row and the escalation, not the text: only get shows that.
+        Ok(Changed {
+            row: t.row(),
+            escalation: Some(escalation),
+        })
+    }
+
+    pub fn close(&mut self, key: &str, reason: Option<String>) -> Result<Changed, DeskError> {
+        let t = self.find_mut(key)?;
+        if t.status == Status::Closed {
+            return Err(DeskError::Closed(key.to_string()));
         }
+        t.status = Status::Closed;
+        t.close_reason = reason;
+        Ok(t.changed())
     }
 
     fn find(&self, key: &str) -> Result<&Ticket, DeskError> {
@@ -372,36 +408,36 @@ impl Desk {
         (i < self.tickets.len()).then_some(i)
     }
 
-    fn list(&self, a: ListArgs) -> Value {
-        let wanted_category = a.category.as_deref();
+    pub fn list(
+        &self,
+        status: Option<Status>,
+        category: Option<CategoryFilter>,
+        limit: usize,
+        offset: usize,
+    ) -> ListPage {
         let matching: Vec<&Ticket> = self
             .tickets
             .iter()
-            .filter(|t| a.status.is_none_or(|s| t.status == s))
-            .filter(|t| match wanted_category {
-                None => true,
-                Some("none") => t.category.is_none(),
-                Some(c) => t.category.is_some_and(|tc| tc.name() == c),
-            })
+            .filter(|t| status.is_none_or(|s| t.status == s))
+            .filter(|t| category.is_none_or(|c| c.admits(t.category)))
             .collect();
-        let rows: Vec<Value> = matching
+        let tickets: Vec<Row> = matching
             .iter()
-            .skip(a.offset)
-            .take(a.limit)
+            .skip(offset)
+            .take(limit)
             .map(|t| t.row())
             .collect();
-        let rest = matching.len().saturating_sub(a.offset + rows.len());
-        json!({
-            "total": self.tickets.len(),
-            "matches": matching.len(),
-            "offset": a.offset,
-            "rest": rest,
-            "tickets": rows,
-        })
+        ListPage {
+            total: self.tickets.len(),
+            matches: matching.len(),
+            offset,
+            rest: matching.len().saturating_sub(offset + tickets.len()),
+            tickets,
+        }
     }
 
-    fn search(&self, a: SearchArgs) -> Value {
-        let words: Vec<String> = a.query.split_whitespace().map(str::to_lowercase).collect();
+    pub fn search(&self, query: String, limit: usize) -> SearchPage {
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
         let matching: Vec<&Ticket> = self
             .tickets
             .iter()
@@ -410,34 +446,41 @@ impl Desk {
                 !words.is_empty() && words.iter().all(|w| hay.contains(w.as_str()))
             })
             .collect();
-        let rows: Vec<Value> = matching.iter().take(a.limit).map(|t| t.row()).collect();
-        json!({
-            "query": a.query,
-            "matches": matching.len(),
-            "rest": matching.len() - rows.len(),
-            "tickets": rows,
-        })
-    }
-
-    fn stats(&self) -> Value {
-        let mut by_status = json!({ "open": 0, "answered": 0, "escalated": 0, "closed": 0 });
-        let mut by_category = json!({
-            "question": 0, "malfunction": 0, "billing": 0, "legal": 0, "spam": 0, "none": 0
-        });
-        for t in &self.tickets {
-            bump(&mut by_status, t.status.name());
-            bump(&mut by_category, t.category.map_or("none", Category::name));
+        let tickets: Vec<Row> = matching.iter().take(limit).map(|t| t.row()).collect();
+        SearchPage {
+            query,
+            matches: matching.len(),
+            rest: matching.len() - tickets.len(),
+            tickets,
         }
-        json!({
-            "total": self.tickets.len(),
-            "by_status": by_status,
-            "by_category": by_category,
-        })
     }
-}
 
-fn bump(counts: &mut Value, key: &str) {
-    if let Some(n) = counts.get_mut(key) {
-        *n = json!(n.as_u64().unwrap_or(0) + 1);
+    pub fn stats(&self) -> Stats {
+        let mut by_status: BTreeMap<String, usize> = ["open", "answered", "escalated", "closed"]
+            .into_iter()
+            .map(|s| (s.to_string(), 0))
+            .collect();
+        let mut by_category: BTreeMap<String, usize> = [
+            "question",
+            "malfunction",
+            "billing",
+            "legal",
+            "spam",
+            "none",
+        ]
+        .into_iter()
+        .map(|c| (c.to_string(), 0))
+        .collect();
+        for t in &self.tickets {
+            *by_status.entry(t.status.name().into()).or_default() += 1;
+            *by_category
+                .entry(t.category.map_or("none", Category::name).into())
+                .or_default() += 1;
+        }
+        Stats {
+            total: self.tickets.len(),
+            by_status,
+            by_category,
+        }
     }
 }
