@@ -19,7 +19,7 @@ use crate::catalog;
 use crate::dispatch::Toolhost;
 use crate::gate::{self, Network};
 use crate::lint;
-use crate::manifest::{Manifest, Sha256Digest};
+use crate::manifest::{Manifest, PluginName, Sha256Digest};
 use crate::mcp::http::{HttpOptions, HttpServer};
 use crate::mcp::{McpCatalog, stdio};
 use crate::operator::admin::{AdminServer, AdminToken};
@@ -28,6 +28,7 @@ use crate::sandbox::{ComponentCache, EngineSettings, Sandbox};
 use crate::session::{Session, Transport};
 use crate::store::sqlite::operator as cli_operator;
 use crate::store::{ApprovalState, Decision, SqliteStore, Store, TaskState, now, rfc3339};
+use crate::{inspect, scaffold};
 
 /// toolhost: serves MCP tools that run as sandboxed WebAssembly components.
 // No `Debug` on the parsed arguments: they may hold a task token.
@@ -58,6 +59,42 @@ pub enum Command {
     /// Check the catalog an agent will see: names, risk classes, collisions,
     /// descriptions and schemas (rules in docs/lint.md); exit 1 on errors.
     Lint(LintArgs),
+    /// Start a new plugin, or inspect a component before declaring it.
+    Plugin(PluginArgs),
+}
+
+#[derive(Args)]
+pub struct PluginArgs {
+    #[command(subcommand)]
+    pub command: PluginCommand,
+}
+
+#[derive(Subcommand)]
+pub enum PluginCommand {
+    /// Scaffold a plugin crate (one read tool, one write tool, a test) on
+    /// the guest SDK, build it, and print the manifest block to paste.
+    New {
+        /// The plugin's name: the prefix of its tools (a-z, 0-9).
+        name: String,
+        /// Where to create it [default: ./NAME]; must be new or empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The guest SDK (plugins/sdk of a toolhost checkout) [default: the one this binary was built from].
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+        /// Only write the crate; do not build it.
+        #[arg(long)]
+        no_build: bool,
+    },
+    /// Show a component's digest, imports and exports, whether it fits the
+    /// plugin world, the tools it describes with their schemas, and lint findings.
+    Inspect {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// `text` for people, `json` for scripts.
+        #[arg(long, value_enum, default_value_t = LintFormat::Text)]
+        format: LintFormat,
+    },
 }
 
 #[derive(Args)]
@@ -355,6 +392,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Audit(args) => audit_command(args),
         Command::Call(args) => call(args).await,
         Command::Lint(args) => lint_command(args).await,
+        Command::Plugin(args) => plugin(args).await,
     }
 }
 
@@ -523,6 +561,82 @@ async fn lint_command(args: LintArgs) -> anyhow::Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
+    match args.command {
+        PluginCommand::New {
+            name,
+            dir,
+            sdk,
+            no_build,
+        } => {
+            let name = PluginName::try_from(name).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let dir = dir.unwrap_or_else(|| PathBuf::from(name.as_str()));
+            let sdk = sdk.unwrap_or_else(scaffold::default_sdk);
+            scaffold::write(&dir, &name, &sdk)?;
+            eprintln!("created plugin `{name}` in {}", dir.display());
+            let (component, digest) = if no_build {
+                let wasm = dir.join(format!("target/wasm32-wasip2/release/{name}.wasm"));
+                (std::path::absolute(&wasm).unwrap_or(wasm), None)
+            } else {
+                eprintln!("building it for wasm32-wasip2 …");
+                let wasm = scaffold::build(&dir, &name)?;
+                let digest = Sha256Digest::of(&std::fs::read(&wasm)?);
+                (wasm, Some(digest))
+            };
+            eprintln!("add this to your manifest, then run `toolhost lint`:\n");
+            print!(
+                "{}",
+                scaffold::manifest_block(&name, &component, digest.as_ref())
+            );
+            Ok(())
+        }
+        PluginCommand::Inspect { file, format } => {
+            let inspection = inspect::inspect(&file).await?;
+            match format {
+                LintFormat::Json => println!("{}", serde_json::to_string_pretty(&inspection)?),
+                LintFormat::Text => print_inspection(&inspection),
+            }
+            if inspection.misfit.is_some() || inspection.lint.has_errors() {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn print_inspection(i: &inspect::Inspection) {
+    println!("component  {} ({} bytes)", i.file.display(), i.bytes);
+    println!("sha256     {}", i.sha256);
+    match &i.misfit {
+        None => println!("world      fits toolhost:plugin@0.2.0, world `plugin`"),
+        Some(why) => println!("world      does not fit: {why}"),
+    }
+    println!("imports    {}", i.imports.join("\n           "));
+    println!("exports    {}", i.exports.join("\n           "));
+    println!("\ntools ({})", i.tools.len());
+    for t in &i.tools {
+        println!(
+            "  {}  [{} by its verb; the manifest decides]",
+            t.name, t.risk
+        );
+        println!("    title:       {}", t.title);
+        println!("    description: {}", t.description);
+        println!("    input:       {}", t.input_schema);
+        if let Some(output) = &t.output_schema {
+            println!("    output:      {output}");
+        }
+    }
+    println!("\nlint");
+    for finding in &i.lint.findings {
+        println!("  {}", finding.to_string().replace('\n', "\n  "));
+    }
+    println!(
+        "  {} error(s), {} warning(s); risk classes assumed from the verbs (`toolhost lint` on a manifest is the check that counts)",
+        i.lint.errors().count(),
+        i.lint.warnings().count()
+    );
 }
 
 async fn call(args: CallArgs) -> anyhow::Result<()> {

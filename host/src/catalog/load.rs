@@ -293,6 +293,52 @@ async fn vet(
     Ok((prepared, origin, tools))
 }
 
+/// Compiles one component that no manifest declares yet, instantiates it
+/// and asks what it offers: for inspecting a component before it is vetted.
+/// It runs with the default limits, no config, no network, no directories
+/// and no secrets, and its state goes to `store` under `name`.
+pub async fn describe_component(
+    sandbox: &Sandbox,
+    store: &Arc<dyn Store>,
+    bytes: Vec<u8>,
+    name: PluginName,
+) -> Result<Vec<ToolSpec>, String> {
+    let decl = PluginDecl {
+        name: name.clone(),
+        component: PathBuf::new(),
+        sha256: Sha256Digest::of(&bytes),
+        instance: Default::default(),
+        limits: Default::default(),
+        config: Default::default(),
+        tools: Vec::new(),
+        network: Default::default(),
+        files: Vec::new(),
+        line: 0,
+    };
+    let shared = Arc::new(PluginShared {
+        name,
+        config: Default::default(),
+        limits: decl.limits,
+        store: store.clone(),
+        gate: Arc::new(Network::closed().gate(&decl)?),
+        files: Vec::new(),
+    });
+    let compiler = sandbox.clone();
+    let digest = decl.sha256;
+    let (prepared, _) =
+        tokio::task::spawn_blocking(move || compiler.prepare(&bytes, &digest, shared))
+            .await
+            .map_err(|e| format!("compiling the component panicked: {e}"))?
+            .map_err(|e| e.to_string())?;
+    prepared
+        .instantiate()
+        .await
+        .map_err(|e| format!("instantiating the component failed: {e}"))?
+        .describe()
+        .await
+        .map_err(|e| format!("describe() failed: {e}"))
+}
+
 /// Joins the plugin's `describe()` with the manifest's declaration. Both must
 /// name exactly the same tools: a component cannot add a tool after it was
 /// vetted, nor silently drop one.

@@ -8,7 +8,7 @@
 mod load;
 mod schema;
 
-pub use load::{Refusal, grant_holding, load, load_described};
+pub use load::{Refusal, describe_component, grant_holding, load, load_described};
 pub use schema::{SchemaError, ToolSchema};
 
 use std::collections::HashMap;

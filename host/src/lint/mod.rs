@@ -11,6 +11,8 @@ mod names;
 mod schemas;
 mod words;
 
+pub use names::risk_of_verb;
+
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -268,12 +270,7 @@ pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
             input: t.input_schema(),
         })
         .collect();
-    for subject in &subjects {
-        names::check(&mut findings, subject);
-        descriptions::check(&mut findings, subject);
-        schemas::check(&mut findings, subject);
-    }
-    names::collisions(&mut findings, &subjects);
+    check_subjects(&mut findings, &subjects);
     let mut report = Report {
         findings: findings.list,
     };
@@ -288,6 +285,47 @@ pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
         ))
     });
     report
+}
+
+fn check_subjects(findings: &mut Findings, subjects: &[Subject<'_>]) {
+    for subject in subjects {
+        names::check(findings, subject);
+        descriptions::check(findings, subject);
+        schemas::check(findings, subject);
+    }
+    names::collisions(findings, subjects);
+}
+
+/// A tool as a component describes it, before a manifest classes it.
+pub struct Described<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub input: &'a serde_json::Map<String, serde_json::Value>,
+}
+
+/// Lints what one component describes, with no manifest: the plugin's name
+/// is taken from the first tool's prefix, and each tool's risk class is the
+/// one its verb says (write where the verb says nothing), so `risk-verb`
+/// cannot fire. `toolhost lint` on a manifest is the check that counts.
+pub fn lint_described(tools: &[Described<'_>]) -> Report {
+    let plugin = tools
+        .first()
+        .map_or("", |t| t.name.split('_').next().unwrap_or(""));
+    let subjects: Vec<Subject<'_>> = tools
+        .iter()
+        .map(|t| Subject {
+            plugin,
+            name: t.name,
+            risk: names::risk_of_verb(t.name),
+            description: t.description,
+            input: t.input,
+        })
+        .collect();
+    let mut findings = Findings { list: Vec::new() };
+    check_subjects(&mut findings, &subjects);
+    Report {
+        findings: findings.list,
+    }
 }
 
 fn refused(findings: &mut Findings, refusal: &Refusal) {

@@ -39,6 +39,15 @@ impl<'a> Parts<'a> {
     }
 }
 
+/// The risk class a name's verb says: what a manifest should declare.
+pub fn risk_of_verb(name: &str) -> RiskClass {
+    match Parts::of(name).verb().and_then(words::verb_class) {
+        Some(VerbClass::Read) => RiskClass::Read,
+        Some(VerbClass::Destructive) => RiskClass::Destructive,
+        _ => RiskClass::Write,
+    }
+}
+
 /// Shape and verb of one tool's name.
 pub fn check(findings: &mut Findings, tool: &Subject<'_>) {
     let parts = Parts::of(tool.name);

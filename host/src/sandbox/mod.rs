@@ -203,6 +203,33 @@ impl Sandbox {
     }
 }
 
+/// The interfaces a component imports and exports, by name
+/// (`wasi:cli/environment@0.2.6`, `toolhost:plugin/tools@0.2.0`, …).
+pub struct Interfaces {
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+}
+
+impl Sandbox {
+    /// Compiles `bytes` and lists what the component imports and exports,
+    /// without linking or running it.
+    pub fn interfaces(&self, bytes: &[u8]) -> Result<Interfaces, SandboxError> {
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| SandboxError::Load(format!("{e:#}")))?;
+        let ty = component.component_type();
+        Ok(Interfaces {
+            imports: ty
+                .imports(&self.engine)
+                .map(|(name, _)| name.to_string())
+                .collect(),
+            exports: ty
+                .exports(&self.engine)
+                .map(|(name, _)| name.to_string())
+                .collect(),
+        })
+    }
+}
+
 /// A compiled, pre-linked plugin, ready to instantiate.
 pub struct PreparedPlugin {
     engine: Engine,

@@ -11,6 +11,7 @@ mod conformance;
 mod faults;
 mod helpdesk;
 mod hostile;
+mod kit;
 mod lint;
 mod network;
 mod policy;

@@ -1,0 +1,184 @@
+//! `toolhost plugin inspect`: what a component is and offers, before any
+//! manifest declares it — its digest, the interfaces it imports and exports,
+//! whether it fits the `plugin` world, the tools it describes with their
+//! schemas, and what the lint finds in them.
+//!
+//! The component runs only to answer `describe()`, with the default limits
+//! and nothing granted: no network, no directories, no secrets, and a
+//! throwaway store.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::catalog;
+use crate::lint::{self, Described, Report};
+use crate::manifest::{DEFAULT_WASM_STACK_KIB, Limits, PluginName, Sha256Digest};
+use crate::sandbox::{EngineSettings, Sandbox};
+use crate::store::{SqliteStore, Store};
+
+/// The interface every plugin must export.
+pub const TOOLS_EXPORT: &str = "toolhost:plugin/tools@0.2.0";
+
+/// Why a component could not be inspected at all.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Host(String),
+}
+
+/// Everything `inspect` found.
+#[derive(Debug, Serialize)]
+pub struct Inspection {
+    pub file: PathBuf,
+    pub bytes: usize,
+    pub sha256: String,
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+    /// `None` when the component fits the world; otherwise why not.
+    pub misfit: Option<String>,
+    pub tools: Vec<InspectedTool>,
+    pub lint: Report,
+}
+
+/// One tool as the component describes it.
+#[derive(Debug, Serialize)]
+pub struct InspectedTool {
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    /// The risk class its verb says; the manifest decides the real one.
+    pub risk: &'static str,
+    pub input_schema: Value,
+    pub output_schema: Option<Value>,
+}
+
+pub async fn inspect(path: &Path) -> Result<Inspection, InspectError> {
+    let bytes = std::fs::read(path).map_err(|source| InspectError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let sha256 = Sha256Digest::of(&bytes).to_string();
+    let settings = EngineSettings {
+        largest_memory: Limits::default().memory_bytes,
+        wasm_stack: (DEFAULT_WASM_STACK_KIB as usize) << 10,
+        fuel: false,
+    };
+    let sandbox = Sandbox::new(None, settings).map_err(|e| InspectError::Host(e.to_string()))?;
+    let mut inspection = Inspection {
+        file: path.to_path_buf(),
+        bytes: bytes.len(),
+        sha256,
+        imports: Vec::new(),
+        exports: Vec::new(),
+        misfit: None,
+        tools: Vec::new(),
+        lint: Report::default(),
+    };
+    match sandbox.interfaces(&bytes) {
+        Ok(interfaces) => {
+            inspection.imports = interfaces.imports;
+            inspection.exports = interfaces.exports;
+        }
+        Err(e) => {
+            inspection.misfit = Some(format!("not a component wasmtime can load: {e}"));
+            return Ok(inspection);
+        }
+    }
+    if !inspection.exports.iter().any(|e| e == TOOLS_EXPORT) {
+        inspection.misfit = Some(format!(
+            "it does not export {TOOLS_EXPORT}; build it against wit/ (world `plugin`)"
+        ));
+        return Ok(inspection);
+    }
+
+    let scratch = Scratch::new().map_err(InspectError::Host)?;
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&scratch.0).map_err(|e| InspectError::Host(e.to_string()))?);
+    let name = stem_name(path);
+    let specs = match catalog::describe_component(&sandbox, &store, bytes, name).await {
+        Ok(specs) => specs,
+        Err(reason) => {
+            inspection.misfit = Some(reason);
+            return Ok(inspection);
+        }
+    };
+    let mut inputs: Vec<Map<String, Value>> = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        let input = match serde_json::from_str(&spec.input_schema) {
+            Ok(Value::Object(map)) => map,
+            _ => {
+                inspection.misfit = Some(format!(
+                    "the input schema of `{}` is not a JSON object",
+                    spec.name
+                ));
+                Map::new()
+            }
+        };
+        inspection.tools.push(InspectedTool {
+            name: spec.name.clone(),
+            title: spec.title.clone(),
+            description: spec.description.clone(),
+            risk: lint::risk_of_verb(&spec.name).as_str(),
+            input_schema: Value::Object(input.clone()),
+            output_schema: spec
+                .output_schema
+                .as_deref()
+                .map(|s| serde_json::from_str(s).unwrap_or(Value::String(s.into()))),
+        });
+        inputs.push(input);
+    }
+    let described: Vec<Described<'_>> = specs
+        .iter()
+        .zip(&inputs)
+        .map(|(spec, input)| Described {
+            name: &spec.name,
+            description: &spec.description,
+            input,
+        })
+        .collect();
+    inspection.lint = lint::lint_described(&described);
+    Ok(inspection)
+}
+
+/// A plugin name for the component's log lines and scratch state: its file
+/// name, if that is a valid plugin name.
+fn stem_name(path: &Path) -> PluginName {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .replace(['-', '_'], "");
+    PluginName::try_from(stem)
+        .or_else(|_| PluginName::try_from("inspected".to_string()))
+        .expect("a valid plugin name")
+}
+
+/// A private directory removed when inspection ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch, String> {
+        let dir = std::env::temp_dir().join(format!(
+            "toolhost-inspect-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
