@@ -1,19 +1,20 @@
 //! Calls to the CRM's HTTP API, and what its failures mean for the model.
 
-use crate::toolhost::plugin::log::{self, Level};
-use crate::toolhost::plugin::types::ToolError;
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use toolhost_sdk::ToolError;
 use toolhost_sdk::http::{self, Method, Request};
+use toolhost_sdk::log::{self, Level};
 
 /// Longest upstream error text passed on to the model.
 const MAX_UPSTREAM_MESSAGE: usize = 300;
 
 /// A contact as the CRM returns it. Fields the CRM may add later are
 /// dropped, so results always match the output schema.
-#[derive(Deserialize, Serialize)]
-struct Contact {
+#[derive(Deserialize, Serialize, JsonSchema)]
+pub struct Contact {
     id: String,
     name: String,
     email: String,
@@ -21,14 +22,16 @@ struct Contact {
     address: String,
 }
 
-#[derive(Deserialize, Serialize)]
-struct SearchResult {
+/// The contacts that matched, and whether more did.
+#[derive(Deserialize, Serialize, JsonSchema)]
+pub struct SearchResult {
     contacts: Vec<Contact>,
     truncated: bool,
 }
 
-#[derive(Deserialize, Serialize)]
-struct Deleted {
+/// The id of the contact that was deleted.
+#[derive(Deserialize, Serialize, JsonSchema)]
+pub struct Deleted {
     deleted: String,
 }
 
@@ -50,13 +53,13 @@ impl Client {
     }
 
     /// `GET /contacts?q=&limit=`.
-    pub fn search(&self, query: &str, limit: u32) -> Result<Value, ToolError> {
+    pub fn search(&self, query: &str, limit: u32) -> Result<SearchResult, ToolError> {
         let path = format!("/contacts?q={}&limit={limit}", encode(query));
         self.call::<SearchResult>("crm_contact_search", Method::Get, &path, None, None)
     }
 
     /// `GET /contacts/{id}`.
-    pub fn get(&self, id: &str) -> Result<Value, ToolError> {
+    pub fn get(&self, id: &str) -> Result<Contact, ToolError> {
         let path = format!("/contacts/{}", encode(id));
         self.call::<Contact>("crm_contact_get", Method::Get, &path, Some(id), None)
     }
@@ -68,7 +71,7 @@ impl Client {
         address: Option<String>,
         phone: Option<String>,
         email: Option<String>,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<Contact, ToolError> {
         let mut body = Map::new();
         for (name, value) in [("address", address), ("phone", phone), ("email", email)] {
             if let Some(value) = value {
@@ -87,7 +90,7 @@ impl Client {
     }
 
     /// `DELETE /contacts/{id}`.
-    pub fn delete(&self, id: &str) -> Result<Value, ToolError> {
+    pub fn delete(&self, id: &str) -> Result<Deleted, ToolError> {
         let path = format!("/contacts/{}", encode(id));
         self.call::<Deleted>("crm_contact_delete", Method::Delete, &path, Some(id), None)
     }
@@ -95,14 +98,14 @@ impl Client {
     /// Sends one request and reads a `T` from a 2xx answer. `id` is the
     /// contact the call is about, if any: a 404 then means that contact is
     /// missing rather than the CRM being misconfigured.
-    fn call<T: DeserializeOwned + Serialize>(
+    fn call<T: DeserializeOwned>(
         &self,
         tool: &str,
         method: Method,
         path: &str,
         id: Option<&str>,
         body: Option<Vec<u8>>,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<T, ToolError> {
         let mut headers = vec![("accept".to_string(), "application/json".to_string())];
         if body.is_some() {
             headers.push(("content-type".into(), "application/json".into()));
@@ -133,7 +136,7 @@ impl Client {
                 false,
             )
         })?;
-        serde_json::to_value(parsed).map_err(|e| upstream_error(e.to_string(), false))
+        Ok(parsed)
     }
 
     fn network_error(&self, tool: &str, error: http::Error) -> ToolError {

@@ -7,67 +7,24 @@
 //! fix.
 
 mod client;
-mod schemas;
 
 use client::Client;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
+use toolhost_sdk::{CallContext, ToolError, Toolbox, config};
 
-wit_bindgen::generate!({
-    world: "plugin",
-    path: "../../wit",
-});
+/// Longest value the CRM stores in a contact field.
+pub const MAX_FIELD: u64 = 200;
 
-use exports::toolhost::plugin::tools::Guest;
-use toolhost::plugin::config;
-use toolhost::plugin::types::{CallContext, ToolError, ToolSpec};
-
-struct Crm;
-
-impl Guest for Crm {
-    fn describe() -> Vec<ToolSpec> {
-        schemas::tools()
-            .into_iter()
-            .map(|t| ToolSpec {
-                name: t.name.to_string(),
-                title: t.title.to_string(),
-                description: t.description.to_string(),
-                input_schema: t.input.to_string(),
-                output_schema: Some(t.output.to_string()),
-            })
-            .collect()
-    }
-
-    fn call(tool: String, arguments: String, _context: CallContext) -> Result<String, ToolError> {
-        let args: Value = serde_json::from_str(&arguments)
-            .map_err(|e| invalid_arguments(format!("the arguments are not JSON: {e}")))?;
-        let client = Client::new(base_url()?);
-        let result = match tool.as_str() {
-            "crm_contact_search" => {
-                let args: SearchArgs = parse(args)?;
-                client.search(&args.query, args.limit)
-            }
-            "crm_contact_get" => client.get(&parse::<IdArgs>(args)?.id),
-            "crm_contact_update" => {
-                let args: UpdateArgs = parse(args)?;
-                client.update(&args.id, args.address, args.phone, args.email)
-            }
-            "crm_contact_delete" => client.delete(&parse::<IdArgs>(args)?.id),
-            other => Err(ToolError {
-                code: "unknown_tool".into(),
-                message: format!("The crm plugin has no tool {other}."),
-                retryable: false,
-            }),
-        };
-        result.map(|v| v.to_string())
-    }
-}
-
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct SearchArgs {
+    /// Text to find in contact names and e-mail addresses.
+    #[schemars(length(min = 1, max = 100))]
     query: String,
+    /// Contacts at most.
     #[serde(default = "default_limit")]
+    #[schemars(range(min = 1, max = 50))]
     limit: u32,
 }
 
@@ -75,48 +32,84 @@ fn default_limit() -> u32 {
     10
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct IdArgs {
+    /// The contact's stable id, e.g. c_1001 (not its name).
+    #[schemars(regex(pattern = r"^c_[0-9]{1,12}$"), length(max = 14))]
     id: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+// The id plus at least one field to change.
+#[schemars(extend("minProperties" = 2))]
 struct UpdateArgs {
+    /// The contact's stable id, e.g. c_1001 (not its name).
+    #[schemars(regex(pattern = r"^c_[0-9]{1,12}$"), length(max = 14))]
     id: String,
+    /// New postal address, on one line.
+    #[schemars(length(min = 1, max = MAX_FIELD))]
     address: Option<String>,
+    /// New phone number.
+    #[schemars(length(min = 1, max = MAX_FIELD))]
     phone: Option<String>,
+    /// New e-mail address.
+    #[schemars(length(min = 3, max = MAX_FIELD), regex(pattern = r"^[^@\s]+@[^@\s]+$"))]
     email: Option<String>,
 }
 
-/// The host has already checked the arguments against the schema; this
-/// only fails if the two disagree.
-fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
-    T::deserialize(args).map_err(|e| invalid_arguments(e.to_string()))
+fn toolbox() -> Toolbox {
+    Toolbox::new()
+        .tool(
+            "crm_contact_search",
+            "Search CRM contacts",
+            "Searches the CRM's contacts by name or e-mail address (case-insensitive substring, \
+             e.g. a surname or a mail domain). Returns at most `limit` contacts (default 10, at \
+             most 50) with their ids, and `truncated: true` when more matched: then search with \
+             more specific text. The id is what the other crm tools take. Changes nothing.",
+            |_: &CallContext, a: SearchArgs| client()?.search(&a.query, a.limit),
+        )
+        .tool(
+            "crm_contact_get",
+            "Get a CRM contact",
+            "Returns one contact (name, e-mail, phone, address) from the CRM. Takes the \
+             contact's stable id, like c_1001; a display name is not an id, so use \
+             crm_contact_search to find it. Changes nothing.",
+            |_: &CallContext, a: IdArgs| client()?.get(&a.id),
+        )
+        .tool(
+            "crm_contact_update",
+            "Update a CRM contact",
+            "Writes new values for a contact's address, phone or e-mail to the CRM immediately; \
+             there is no draft and no undo. Changes only the fields given (at least one) and \
+             leaves the others as they are; the name cannot be changed. Takes the contact's id \
+             (from crm_contact_search). Returns the updated contact.",
+            |_: &CallContext, a: UpdateArgs| client()?.update(&a.id, a.address, a.phone, a.email),
+        )
+        .tool(
+            "crm_contact_delete",
+            "Delete a CRM contact",
+            "Permanently deletes the contact from the CRM, with everything stored about it; this \
+             cannot be undone and the id is not reused. Takes the contact's id (from \
+             crm_contact_search). Returns {\"deleted\": id}.",
+            |_: &CallContext, a: IdArgs| client()?.delete(&a.id),
+        )
 }
 
-fn invalid_arguments(detail: String) -> ToolError {
-    ToolError {
-        code: "invalid_arguments".into(),
-        message: format!("The arguments do not fit the tool: {detail}"),
-        retryable: false,
-    }
-}
+toolhost_sdk::export_plugin!(toolbox);
 
 /// Read per call rather than at load: a missing `base_url` should fail the
 /// calls with a message the model can pass on, not the plugin's load.
-fn base_url() -> Result<String, ToolError> {
+fn client() -> Result<Client, ToolError> {
     match config::get("base_url") {
-        Some(url) if !url.trim().is_empty() => Ok(url.trim().trim_end_matches('/').to_string()),
-        _ => Err(ToolError {
-            code: "not_configured".into(),
-            message: "The crm plugin has no base_url in its manifest config, so it cannot reach \
-                the CRM. Stop and tell the operator."
-                .into(),
-            retryable: false,
-        }),
+        Some(url) if !url.trim().is_empty() => {
+            Ok(Client::new(url.trim().trim_end_matches('/').to_string()))
+        }
+        _ => Err(ToolError::new(
+            "not_configured",
+            "The crm plugin has no base_url in its manifest config, so it cannot reach the CRM. \
+             Stop and tell the operator.",
+        )),
     }
 }
-
-export!(Crm);

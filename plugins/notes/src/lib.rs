@@ -26,50 +26,82 @@
 
 mod note;
 mod notebook;
-mod schemas;
 mod text;
 mod time;
 
 use notebook::{NoteError, Store, StoreError};
-use serde_json::Value;
+use toolhost_sdk::log::{self, Level};
+use toolhost_sdk::state::{self, StateError};
+use toolhost_sdk::{CallContext, ToolError, Toolbox};
 
-wit_bindgen::generate!({
-    world: "plugin",
-    path: "../../wit",
-});
-
-use exports::toolhost::plugin::tools::Guest;
-use toolhost::plugin::log::{self, Level};
-use toolhost::plugin::state::{self, StateError};
-use toolhost::plugin::types::{CallContext, ToolError, ToolSpec};
-
-struct Notes;
-
-impl Guest for Notes {
-    fn describe() -> Vec<ToolSpec> {
-        schemas::tools()
-            .into_iter()
-            .map(|t| ToolSpec {
-                name: t.name.to_string(),
-                title: t.title.to_string(),
-                description: t.description.to_string(),
-                input_schema: t.input.to_string(),
-                output_schema: t.output.map(|o| o.to_string()),
-            })
-            .collect()
-    }
-
-    fn call(tool: String, arguments: String, _context: CallContext) -> Result<String, ToolError> {
-        let args: Value = serde_json::from_str(&arguments).map_err(|e| ToolError {
-            code: "invalid_arguments".into(),
-            message: format!("arguments are not JSON: {e}"),
-            retryable: false,
-        })?;
-        notebook::dispatch(&mut HostState, &tool, &args, time::now_secs())
-            .map(|v| v.to_string())
-            .map_err(NoteError::into_tool_error)
-    }
+/// Runs one tool's logic on the host's store at the current time.
+fn run<A, R>(
+    tool: fn(&mut HostState, A, u64) -> Result<R, NoteError>,
+) -> impl Fn(&CallContext, A) -> Result<R, ToolError> {
+    move |_, args| tool(&mut HostState, args, time::now_secs()).map_err(NoteError::into_tool_error)
 }
+
+fn toolbox() -> Toolbox {
+    Toolbox::new()
+        .tool(
+            "notes_note_search",
+            "Search notes",
+            "Searches the team's shared notes for every word of the query (case-insensitive) in \
+             each note's slug, title, body and tags. Returns up to limit matches (default 10, at \
+             most 50), most recently updated first, each with slug, title, tags, version, \
+             updated_at and a snippet of at most 200 characters around the first match in the \
+             body; not the full body (read that with notes_note_get). total counts all matches. \
+             Changes nothing.",
+            run(notebook::search),
+        )
+        .tool(
+            "notes_note_get",
+            "Read a note",
+            "Reads one note of the team's shared notes by its slug: title, full body, tags, \
+             version, created_at and updated_at. To change the note, pass this version as \
+             expected_version to notes_note_save. An unknown slug gives not_found. Changes \
+             nothing.",
+            run(notebook::get),
+        )
+        .tool(
+            "notes_note_list",
+            "List notes",
+            "Lists the team's shared notes, most recently updated first, without their bodies: \
+             slug, title, tags, version and updated_at. With tag, only notes carrying that tag. \
+             Returns up to limit notes (default 20, at most 50); total counts all that match. \
+             Also returns every tag in use across all notes with how many notes carry it, sorted \
+             by tag (the 1000 most used if there are more). Changes nothing.",
+            run(notebook::list),
+        )
+        .tool(
+            "notes_note_save",
+            "Save a note",
+            "Creates or updates one note in the team's shared notes, which persist across \
+             sessions and restarts and are read by everyone using these tools. To create, give a \
+             new slug without expected_version. To update, give the version you read with \
+             notes_note_get as expected_version; title, body and tags are replaced by what you \
+             send, so send the whole merged text. If the note exists when you create, or changed \
+             since you read it, nothing is written and you get conflict: read it again, merge \
+             your change, and save with its current version. An update keeps the version it \
+             replaces for 30 days, counted against the notes' storage quota; only an operator \
+             can restore it, and no tool can. Also removes replaced versions older than 30 days \
+             for good. Returns the slug, the new version and whether the note was created.",
+            run(notebook::save),
+        )
+        .tool(
+            "notes_note_delete",
+            "Delete note",
+            "Deletes one note of the team's shared notes by its slug: moves the note to a trash \
+             kept 30 days; only an operator can restore it, and no tool can. Give \
+             expected_version (from notes_note_get) to delete only the version you read: if the \
+             note changed since, you get conflict and nothing is deleted. Also removes trash \
+             entries and replaced versions older than 30 days for good. An unknown slug gives \
+             not_found.",
+            run(notebook::delete),
+        )
+}
+
+toolhost_sdk::export_plugin!(toolbox);
 
 /// The host's `state` import as a `Store`.
 struct HostState;
@@ -121,4 +153,60 @@ impl NoteError {
     }
 }
 
-export!(Notes);
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use note::{HISTORY_DAYS, SLUG_MAX, TAG_MAX, TRASH_DAYS};
+    use notebook::TAGS_LISTED_MAX;
+    use serde_json::Value;
+
+    fn spec(name: &str) -> toolhost_sdk::ToolSpec {
+        toolbox()
+            .specs()
+            .into_iter()
+            .find(|t| t.name == name)
+            .unwrap()
+    }
+
+    #[test]
+    fn the_five_tools() {
+        let names: Vec<String> = toolbox().specs().into_iter().map(|t| t.name).collect();
+        assert_eq!(
+            names,
+            [
+                "notes_note_search",
+                "notes_note_get",
+                "notes_note_list",
+                "notes_note_save",
+                "notes_note_delete"
+            ]
+        );
+    }
+
+    #[test]
+    fn descriptions_state_the_code_s_bounds() {
+        let list = spec("notes_note_list").description;
+        assert!(list.contains(&format!("the {TAGS_LISTED_MAX} most used")));
+        let save = spec("notes_note_save").description;
+        assert!(save.contains(&format!("replaces for {HISTORY_DAYS} days")));
+        assert!(save.contains("only an operator can restore it"));
+        let delete = spec("notes_note_delete").description;
+        assert!(delete.contains(&format!("trash kept {TRASH_DAYS} days")));
+    }
+
+    #[test]
+    fn patterns_match_the_code() {
+        let save: Value = serde_json::from_str(&spec("notes_note_save").input_schema).unwrap();
+        let pattern = |max: usize| format!("^[a-z0-9][a-z0-9-]{{0,{}}}$", max - 1);
+        assert_eq!(save["properties"]["slug"]["pattern"], pattern(SLUG_MAX));
+        assert_eq!(
+            save["properties"]["tags"]["items"]["pattern"],
+            pattern(TAG_MAX)
+        );
+        assert_eq!(save["properties"]["tags"]["uniqueItems"], true);
+        assert_eq!(
+            save["required"],
+            serde_json::json!(["slug", "title", "body", "tags"])
+        );
+    }
+}

@@ -4,8 +4,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+#[cfg(test)]
+use serde_json::Value;
+use serde_json::json;
 
 use crate::note::{self, Note, Plan, Refusal, Stored};
 use crate::text;
@@ -53,7 +56,6 @@ pub enum NoteError {
     Conflict(String),
     Unreadable(String),
     VersionLimit(String),
-    UnknownTool(String),
     BadArguments(String),
     QuotaExceeded,
     InvalidKey,
@@ -67,7 +69,6 @@ impl NoteError {
             NoteError::Conflict(_) => "conflict",
             NoteError::Unreadable(_) => "note_unreadable",
             NoteError::VersionLimit(_) => "version_limit",
-            NoteError::UnknownTool(_) => "unknown_tool",
             NoteError::BadArguments(_) | NoteError::InvalidKey => "invalid_arguments",
             NoteError::QuotaExceeded => "quota_exceeded",
             NoteError::Unavailable(_) => "state_unavailable",
@@ -100,7 +101,6 @@ impl fmt::Display for NoteError {
                  Save the text under a new slug instead.",
                 note::MAX_VERSION
             ),
-            NoteError::UnknownTool(tool) => write!(f, "The notes plugin has no tool {tool}."),
             NoteError::BadArguments(e) => write!(f, "The arguments do not fit the tool: {e}"),
             NoteError::QuotaExceeded => f.write_str(
                 "The notes store is full: the operator's storage quota for notes is used up, and \
@@ -132,10 +132,19 @@ impl From<StoreError> for NoteError {
     }
 }
 
-#[derive(Deserialize)]
-struct SearchArgs {
+/// Search and list return at most this many notes per call.
+const PAGE_MAX: usize = 50;
+
+/// Arguments of notes_note_search.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// Words that must all appear in a note's slug, title, body or tags.
+    #[schemars(length(min = 1, max = 200))]
     query: String,
+    /// Matches at most.
     #[serde(default = "default_search_limit")]
+    #[schemars(range(min = 1, max = PAGE_MAX))]
     limit: usize,
 }
 
@@ -143,15 +152,25 @@ fn default_search_limit() -> usize {
     10
 }
 
-#[derive(Deserialize)]
-struct SlugArgs {
+/// Arguments that name one note.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SlugArgs {
+    /// The note's slug: its unique name, e.g. deploy-checklist.
+    #[schemars(regex(pattern = "^[a-z0-9][a-z0-9-]{0,63}$"), length(max = note::SLUG_MAX))]
     slug: String,
 }
 
-#[derive(Deserialize)]
-struct ListArgs {
+/// Arguments of notes_note_list.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// Notes at most.
     #[serde(default = "default_list_limit")]
+    #[schemars(range(min = 1, max = PAGE_MAX))]
     limit: usize,
+    /// Only notes carrying this tag.
+    #[schemars(regex(pattern = "^[a-z0-9][a-z0-9-]{0,39}$"), length(max = note::TAG_MAX))]
     tag: Option<String>,
 }
 
@@ -159,21 +178,118 @@ fn default_list_limit() -> usize {
     20
 }
 
-#[derive(Deserialize)]
-struct SaveArgs {
+/// Arguments of notes_note_save.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaveArgs {
+    /// The note's slug: its unique name, e.g. deploy-checklist.
+    #[schemars(regex(pattern = "^[a-z0-9][a-z0-9-]{0,63}$"), length(max = note::SLUG_MAX))]
+    slug: String,
+    /// The note's title.
+    #[schemars(length(min = 1, max = note::TITLE_MAX))]
+    title: String,
+    /// The whole text of the note.
+    #[schemars(length(max = note::BODY_MAX))]
+    body: String,
+    /// Tags, each lowercase letters, digits and hyphens.
+    #[schemars(
+        length(max = note::TAGS_MAX),
+        inner(regex(pattern = "^[a-z0-9][a-z0-9-]{0,39}$"), length(max = note::TAG_MAX)),
+        extend("uniqueItems" = true)
+    )]
+    tags: Vec<String>,
+    /// The version you read with notes_note_get; 0 or absent means the note must not exist yet.
+    #[schemars(range(min = 0, max = note::MAX_VERSION))]
+    expected_version: Option<u64>,
+}
+
+/// Arguments of notes_note_delete.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteArgs {
+    /// The note's slug: its unique name, e.g. deploy-checklist.
+    #[schemars(regex(pattern = "^[a-z0-9][a-z0-9-]{0,63}$"), length(max = note::SLUG_MAX))]
+    slug: String,
+    /// The version you read with notes_note_get; 0 or absent means the note must not exist yet.
+    #[schemars(range(min = 0, max = note::MAX_VERSION))]
+    expected_version: Option<u64>,
+}
+
+/// One note in full, as notes_note_get returns it.
+#[derive(Serialize, JsonSchema)]
+pub struct FullNote {
     slug: String,
     title: String,
     body: String,
     tags: Vec<String>,
-    expected_version: Option<u64>,
+    version: u64,
+    /// RFC 3339, UTC.
+    created_at: String,
+    /// RFC 3339, UTC.
+    updated_at: String,
 }
 
-#[derive(Deserialize)]
-struct DeleteArgs {
+/// A note without its body, as list shows it.
+#[derive(Serialize, JsonSchema)]
+pub struct Row {
     slug: String,
-    expected_version: Option<u64>,
+    title: String,
+    tags: Vec<String>,
+    version: u64,
+    /// RFC 3339, UTC.
+    updated_at: String,
 }
 
+/// A note without its body, with a snippet around the first match.
+#[derive(Serialize, JsonSchema)]
+pub struct SearchRow {
+    #[serde(flatten)]
+    row: Row,
+    snippet: String,
+}
+
+/// What notes_note_search found.
+#[derive(Serialize, JsonSchema)]
+pub struct Found {
+    notes: Vec<SearchRow>,
+    /// All matches, not only those returned.
+    total: u64,
+}
+
+/// A tag in use, and how many notes carry it.
+#[derive(Serialize, JsonSchema)]
+pub struct TagCount {
+    tag: String,
+    count: u64,
+}
+
+/// What notes_note_list returns.
+#[derive(Serialize, JsonSchema)]
+pub struct Listed {
+    notes: Vec<Row>,
+    tags: Vec<TagCount>,
+    /// All notes that match, not only those returned.
+    total: u64,
+}
+
+/// What notes_note_save did.
+#[derive(Serialize, JsonSchema)]
+pub struct Saved {
+    slug: String,
+    version: u64,
+    created: bool,
+}
+
+/// What notes_note_delete did.
+#[derive(Serialize, JsonSchema)]
+pub struct Trashed {
+    slug: String,
+    trashed: bool,
+    kept_days: u64,
+    restore: String,
+}
+
+#[cfg(test)]
 fn parse<T: serde::de::DeserializeOwned>(args: &Value) -> Result<T, NoteError> {
     T::deserialize(args).map_err(|e| NoteError::BadArguments(e.to_string()))
 }
@@ -192,27 +308,33 @@ fn checked_slug(slug: String) -> Result<String, NoteError> {
     }
 }
 
-/// Runs `tool` with `args` at the Unix time `now`.
+/// Runs `tool` with `args` at the Unix time `now`, as the component does.
+#[cfg(test)]
 pub fn dispatch(
     store: &mut impl Store,
     tool: &str,
     args: &Value,
     now: u64,
 ) -> Result<Value, NoteError> {
+    fn value<T: Serialize>(r: Result<T, NoteError>) -> Result<Value, NoteError> {
+        r.map(|v| serde_json::to_value(v).expect("results are JSON"))
+    }
     match tool {
-        "notes_note_search" => search(store, parse(args)?, now),
-        "notes_note_get" => {
-            let a: SlugArgs = parse(args)?;
-            let slug = checked_slug(a.slug)?;
-            match read(store, &slug, now)? {
-                Current::Live { note, .. } => Ok(full(&note)),
-                Current::Absent { .. } | Current::Deleting => Err(NoteError::NotFound(slug)),
-            }
-        }
-        "notes_note_list" => list(store, parse(args)?, now),
-        "notes_note_save" => save(store, parse(args)?, now),
-        "notes_note_delete" => delete(store, parse(args)?, now),
-        other => Err(NoteError::UnknownTool(other.to_string())),
+        "notes_note_search" => value(search(store, parse(args)?, now)),
+        "notes_note_get" => value(get(store, parse(args)?, now)),
+        "notes_note_list" => value(list(store, parse(args)?, now)),
+        "notes_note_save" => value(save(store, parse(args)?, now)),
+        "notes_note_delete" => value(delete(store, parse(args)?, now)),
+        other => panic!("no tool {other}"),
+    }
+}
+
+/// notes_note_get.
+pub fn get(store: &mut impl Store, a: SlugArgs, now: u64) -> Result<FullNote, NoteError> {
+    let slug = checked_slug(a.slug)?;
+    match read(store, &slug, now)? {
+        Current::Live { note, .. } => Ok(full(&note)),
+        Current::Absent { .. } | Current::Deleting => Err(NoteError::NotFound(slug)),
     }
 }
 
@@ -269,34 +391,35 @@ fn all_notes(store: &mut impl Store, now: u64) -> Result<Vec<Note>, NoteError> {
     Ok(notes)
 }
 
-fn full(note: &Note) -> Value {
-    json!({
-        "slug": note.slug,
-        "title": note.title,
-        "body": note.body,
-        "tags": note.tags,
-        "version": note.version,
-        "created_at": note.created_at,
-        "updated_at": note.updated_at,
-    })
+fn full(note: &Note) -> FullNote {
+    FullNote {
+        slug: note.slug.clone(),
+        title: note.title.clone(),
+        body: note.body.clone(),
+        tags: note.tags.clone(),
+        version: note.version,
+        created_at: note.created_at.clone(),
+        updated_at: note.updated_at.clone(),
+    }
 }
 
 /// A note without its body, as list and search show it.
-fn row(note: &Note) -> Value {
-    json!({
-        "slug": note.slug,
-        "title": note.title,
-        "tags": note.tags,
-        "version": note.version,
-        "updated_at": note.updated_at,
-    })
+fn row(note: &Note) -> Row {
+    Row {
+        slug: note.slug.clone(),
+        title: note.title.clone(),
+        tags: note.tags.clone(),
+        version: note.version,
+        updated_at: note.updated_at.clone(),
+    }
 }
 
 fn count(n: usize) -> u64 {
     (n as u64).min(COUNT_MAX)
 }
 
-fn search(store: &mut impl Store, a: SearchArgs, now: u64) -> Result<Value, NoteError> {
+/// notes_note_search.
+pub fn search(store: &mut impl Store, a: SearchArgs, now: u64) -> Result<Found, NoteError> {
     let words = text::query_words(&a.query);
     if words.is_empty() {
         return Err(NoteError::BadArguments(
@@ -307,19 +430,22 @@ fn search(store: &mut impl Store, a: SearchArgs, now: u64) -> Result<Value, Note
         .into_iter()
         .filter(|n| text::matches(n, &words))
         .collect();
-    let rows: Vec<Value> = matching
+    let notes: Vec<SearchRow> = matching
         .iter()
         .take(a.limit)
-        .map(|n| {
-            let mut r = row(n);
-            r["snippet"] = json!(text::snippet(&n.body, &words));
-            r
+        .map(|n| SearchRow {
+            row: row(n),
+            snippet: text::snippet(&n.body, &words),
         })
         .collect();
-    Ok(json!({ "notes": rows, "total": count(matching.len()) }))
+    Ok(Found {
+        notes,
+        total: count(matching.len()),
+    })
 }
 
-fn list(store: &mut impl Store, a: ListArgs, now: u64) -> Result<Value, NoteError> {
+/// notes_note_list.
+pub fn list(store: &mut impl Store, a: ListArgs, now: u64) -> Result<Listed, NoteError> {
     let notes = all_notes(store, now)?;
     let mut tag_counts: BTreeMap<&str, u64> = BTreeMap::new();
     for tag in notes.iter().flat_map(|n| &n.tags) {
@@ -336,12 +462,19 @@ fn list(store: &mut impl Store, a: ListArgs, now: u64) -> Result<Value, NoteErro
         .iter()
         .filter(|n| a.tag.as_ref().is_none_or(|t| n.tags.contains(t)))
         .collect();
-    let rows: Vec<Value> = matching.iter().take(a.limit).map(|n| row(n)).collect();
-    let tags: Vec<Value> = tags
+    let notes: Vec<Row> = matching.iter().take(a.limit).map(|n| row(n)).collect();
+    let tags: Vec<TagCount> = tags
         .into_iter()
-        .map(|(tag, n)| json!({ "tag": tag, "count": n.min(COUNT_MAX) }))
+        .map(|(tag, n)| TagCount {
+            tag: tag.to_string(),
+            count: n.min(COUNT_MAX),
+        })
         .collect();
-    Ok(json!({ "notes": rows, "tags": tags, "total": count(matching.len()) }))
+    Ok(Listed {
+        notes,
+        tags,
+        total: count(matching.len()),
+    })
 }
 
 /// The conflict message for a refused save of `slug`.
@@ -421,7 +554,8 @@ fn lost_race(store: &mut impl Store, slug: &str, now: u64, attempt: Attempt) -> 
 /// only an approved delete may remove (and that one keeps for 30 days). The
 /// copy comes first so that the old text is kept whatever call fails; if the
 /// note's own write then does not happen, the copy is removed again.
-fn save(store: &mut impl Store, a: SaveArgs, now: u64) -> Result<Value, NoteError> {
+/// notes_note_save.
+pub fn save(store: &mut impl Store, a: SaveArgs, now: u64) -> Result<Saved, NoteError> {
     let slug = checked_slug(a.slug)?;
     purge(store, note::HISTORY_PREFIX, note::history_expired, now)?;
     let stamp = rfc3339(now);
@@ -471,7 +605,11 @@ fn save(store: &mut impl Store, a: SaveArgs, now: u64) -> Result<Value, NoteErro
             Ok(_) => lost_race(store, &slug, now, Attempt::Save),
         });
     }
-    Ok(json!({ "slug": slug, "version": version, "created": plan == Plan::Create }))
+    Ok(Saved {
+        slug,
+        version,
+        created: plan == Plan::Create,
+    })
 }
 
 /// Stores the note a save replaces, with the time it was replaced, under a
@@ -503,7 +641,8 @@ fn keep_replaced(store: &mut impl Store, old: &Note, now: u64) -> Result<String,
 ///
 /// The copy comes first so that the note's text is in the trash before the
 /// note is gone, whatever call fails.
-fn delete(store: &mut impl Store, a: DeleteArgs, now: u64) -> Result<Value, NoteError> {
+/// notes_note_delete.
+pub fn delete(store: &mut impl Store, a: DeleteArgs, now: u64) -> Result<Trashed, NoteError> {
     let slug = checked_slug(a.slug)?;
     purge(store, note::TRASH_PREFIX, note::trash_expired, now)?;
     purge(store, note::HISTORY_PREFIX, note::history_expired, now)?;
@@ -543,12 +682,12 @@ fn delete(store: &mut impl Store, a: DeleteArgs, now: u64) -> Result<Value, Note
     // stale, is overwritten by the next create), and the text is in the
     // trash, so the note is deleted all the same.
     let _ = store.delete(&key);
-    Ok(json!({
-        "slug": slug,
-        "trashed": true,
-        "kept_days": note::TRASH_DAYS,
-        "restore": "only an operator can restore it",
-    }))
+    Ok(Trashed {
+        slug,
+        trashed: true,
+        kept_days: note::TRASH_DAYS,
+        restore: "only an operator can restore it".into(),
+    })
 }
 
 /// Stores `copy` under the first of `keys` that is absent and returns that

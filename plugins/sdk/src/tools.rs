@@ -147,7 +147,56 @@ fn input_schema<A: JsonSchema>() -> Value {
         .for_deserialize()
         .into_generator()
         .into_root_schema_for::<A>();
-    tidy(schema)
+    let mut value = tidy(schema);
+    absent_not_null(&mut value);
+    value
+}
+
+/// An `Option` argument may be left out, not sent as `null`: a model's
+/// `null` is refused by the schema rather than read as "absent".
+fn absent_not_null(value: &mut Value) {
+    let Value::Object(map) = value else {
+        if let Value::Array(list) = value {
+            list.iter_mut().for_each(absent_not_null);
+        }
+        return;
+    };
+    let required: Vec<String> = map
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(Value::Object(properties)) = map.get_mut("properties") {
+        for (name, property) in properties.iter_mut() {
+            if !required.contains(name) {
+                strip_null(property);
+            }
+        }
+    }
+    map.values_mut().for_each(absent_not_null);
+}
+
+fn strip_null(schema: &mut Value) {
+    let Value::Object(map) = schema else { return };
+    if let Some(Value::Array(types)) = map.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let only = types.remove(0);
+            map.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(values)) = map.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = map.get_mut(key) {
+            branches.retain(|b| b.get("type") != Some(&Value::String("null".into())));
+        }
+    }
 }
 
 /// Draft 2020-12 with every subschema written in place: a model reads the
@@ -253,6 +302,7 @@ mod tests {
             "The ticket's key."
         );
         assert_eq!(input["properties"]["limit"]["maximum"], 10);
+        assert_eq!(input["properties"]["limit"]["type"], "integer");
         assert!(input.get("$schema").is_none());
         let output: Value = serde_json::from_str(spec.output_schema.as_deref().unwrap()).unwrap();
         assert_eq!(output["properties"]["key"]["type"], "string");
