@@ -32,6 +32,11 @@ pub use trail::{Trail, TrailOptions};
 const SYNC_EVERY: Duration = Duration::from_secs(1);
 /// Records taken from the queue into one write.
 const BATCH: usize = 512;
+/// How long the writer lets records nobody waits for gather before it
+/// writes them: one wake-up and one write for many read calls, instead of a
+/// thread switch and a write(2) per call. A record someone waits for ends
+/// the wait at once.
+const GATHER: Duration = Duration::from_millis(2);
 /// How often a writer whose last write failed tries again.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// Unwritten records kept for a retry; beyond this the oldest are dropped
@@ -102,6 +107,8 @@ enum Inner {
         tx: Mutex<Option<mpsc::Sender<Message>>>,
         healthy: Arc<AtomicBool>,
         thread: Mutex<Option<JoinHandle<()>>>,
+        /// Unparked when a record someone waits for is queued.
+        writer: std::thread::Thread,
     },
     /// A short-lived CLI command: each record is written, synced and
     /// checkpointed before the command goes on.
@@ -124,6 +131,7 @@ impl Audit {
             inner: Arc::new(Inner::Writer {
                 tx: Mutex::new(Some(tx)),
                 healthy,
+                writer: thread.thread().clone(),
                 thread: Mutex::new(Some(thread)),
             }),
         }
@@ -222,6 +230,9 @@ impl Audit {
             return Err(AuditError::Stopped.to_string());
         }
         drop(sender);
+        if let Inner::Writer { writer, .. } = &*self.inner {
+            writer.unpark();
+        }
         let outcome = done_rx
             .recv()
             .unwrap_or_else(|_| Err(AuditError::Stopped.to_string()));
@@ -232,14 +243,19 @@ impl Audit {
     }
 
     fn send(&self, message: Message) -> Result<(), AuditError> {
-        let Inner::Writer { tx, .. } = &*self.inner else {
+        let Inner::Writer { tx, writer, .. } = &*self.inner else {
             return Err(AuditError::Stopped);
         };
+        let urgent = matches!(message, Message::Record { ack: Some(_), .. });
         let guard = tx.lock().unwrap_or_else(|p| p.into_inner());
         match guard.as_ref() {
-            Some(sender) => sender.send(message).map_err(|_| AuditError::Stopped),
-            None => Err(AuditError::Stopped),
+            Some(sender) => sender.send(message).map_err(|_| AuditError::Stopped)?,
+            None => return Err(AuditError::Stopped),
         }
+        if urgent {
+            writer.unpark();
+        }
+        Ok(())
     }
 }
 
@@ -296,6 +312,9 @@ fn write_loop(
         let mut stop = None;
         if let Some(message) = first {
             take(message, &mut events, &mut acks, &mut stop);
+            if stop.is_none() && acks.iter().all(Option::is_none) {
+                std::thread::park_timeout(GATHER);
+            }
             while events.len() < BATCH {
                 match rx.try_recv() {
                     Ok(message) => take(message, &mut events, &mut acks, &mut stop),

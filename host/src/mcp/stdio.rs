@@ -30,15 +30,55 @@ pub async fn serve(
     max_message_bytes: usize,
     task: Option<String>,
 ) -> std::io::Result<()> {
-    serve_on(
-        host,
-        catalog,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        max_message_bytes,
-        task,
-    )
-    .await
+    serve_on(host, catalog, stdin(), stdout(), max_message_bytes, task).await
+}
+
+type Input = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type Output = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// stdin as the runtime can best read it. A client that launches the host
+/// gives it a pipe, which is read through the runtime's reactor; tokio's
+/// own stdin instead hands every read to a blocking thread, and those
+/// thread switches were most of the CPU a call cost. Anything else (a
+/// terminal, a file) is read the portable way.
+fn stdin() -> Input {
+    use std::os::fd::AsFd;
+    let pipe = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .map(std::fs::File::from)
+        .and_then(|f| tokio::net::unix::pipe::Receiver::from_file(f).ok());
+    match pipe {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdin()),
+    }
+}
+
+/// stdout, for the same reason and with the same fallback as [`stdin`].
+/// Reading through the reactor makes the pipe non-blocking for everyone who
+/// shares it, so a stdout that is also stderr (`2>&1`) is left alone: log
+/// lines must not meet a full pipe they cannot wait on.
+fn stdout() -> Output {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let identity = |f: &std::fs::File| f.metadata().ok().map(|m| (m.dev(), m.ino()));
+    let stderr = std::io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .map(std::fs::File::from);
+    let pipe = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .map(std::fs::File::from)
+        .filter(|f| stderr.as_ref().is_none_or(|e| identity(e) != identity(f)))
+        .and_then(|f| tokio::net::unix::pipe::Sender::from_file(f).ok());
+    match pipe {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdout()),
+    }
 }
 
 /// Serves one MCP session on any byte streams (stdio, or pipes in tests).
