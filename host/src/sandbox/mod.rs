@@ -91,6 +91,8 @@ pub struct Sandbox {
     engine: Engine,
     linker: Arc<Linker<PluginState>>,
     cache: Option<ComponentCache>,
+    /// The engine meters fuel (some plugin sets `limits.fuel`).
+    fuel: bool,
     /// Components by digest: several plugins built from one component are
     /// compiled (or loaded) once, the others waiting for the first.
     compiled: Arc<Mutex<HashMap<Sha256Digest, Arc<Compiled>>>>,
@@ -158,6 +160,7 @@ impl Sandbox {
             engine,
             linker: Arc::new(linker),
             cache,
+            fuel: settings.fuel,
             compiled: Arc::default(),
         })
     }
@@ -198,6 +201,7 @@ impl Sandbox {
             engine: self.engine.clone(),
             pre,
             shared,
+            fuel: self.fuel,
         };
         Ok((prepared, origin))
     }
@@ -235,6 +239,7 @@ pub struct PreparedPlugin {
     engine: Engine,
     pre: PluginPre<PluginState>,
     shared: Arc<PluginShared>,
+    fuel: bool,
 }
 
 impl PreparedPlugin {
@@ -245,7 +250,8 @@ impl PreparedPlugin {
 
     /// Makes a fresh instance with its own memory and state.
     pub async fn instantiate(&self) -> Result<PluginInstance, SandboxError> {
-        let state = PluginState::new(self.shared.clone()).map_err(SandboxError::Load)?;
+        let mut state = PluginState::new(self.shared.clone()).map_err(SandboxError::Load)?;
+        state.fuel_metered = self.fuel;
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| s);
         store.epoch_deadline_callback(|ctx| {
@@ -341,8 +347,10 @@ impl PluginInstance {
 /// Plugins without a fuel limit get as much as wasmtime allows, which only
 /// their deadline ends.
 fn refuel(store: &mut Store<PluginState>) -> Result<(), SandboxError> {
-    // `get_fuel` fails only when the engine does not meter fuel.
-    if store.get_fuel().is_err() {
+    // Asked of the settings, not of `get_fuel`: its error for an engine
+    // without fuel captures a backtrace, on every call when RUST_BACKTRACE
+    // is set.
+    if !store.data().fuel_metered {
         return Ok(());
     }
     let fuel = store.data().shared_limits().fuel.unwrap_or(u64::MAX);

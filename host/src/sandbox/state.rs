@@ -61,6 +61,8 @@ pub struct PluginState {
     memory_bytes: u64,
     /// When the running call must end; checked at every epoch tick.
     pub(super) deadline: Instant,
+    /// Whether the engine meters fuel, so each call must be refuelled.
+    pub(super) fuel_metered: bool,
 }
 
 impl PluginState {
@@ -104,6 +106,7 @@ impl PluginState {
             memory_exceeded: false,
             memory_bytes: 0,
             deadline: Instant::now(),
+            fuel_metered: false,
         })
     }
 
