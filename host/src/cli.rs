@@ -606,23 +606,45 @@ async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Text from an unvetted component, made safe for a terminal: control
+/// characters (escape sequences among them) are shown escaped.
+fn shown(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
 fn print_inspection(i: &inspect::Inspection) {
     println!("component  {} ({} bytes)", i.file.display(), i.bytes);
     println!("sha256     {}", i.sha256);
     match &i.misfit {
         None => println!("world      fits toolhost:plugin@0.2.0, world `plugin`"),
-        Some(why) => println!("world      does not fit: {why}"),
+        Some(why) => println!("world      does not fit: {}", shown(why)),
     }
-    println!("imports    {}", i.imports.join("\n           "));
-    println!("exports    {}", i.exports.join("\n           "));
+    println!(
+        "imports    {}",
+        shown(&i.imports.join("\t")).replace("\\t", "\n           ")
+    );
+    println!(
+        "exports    {}",
+        shown(&i.exports.join("\t")).replace("\\t", "\n           ")
+    );
     println!("\ntools ({})", i.tools.len());
     for t in &i.tools {
         println!(
             "  {}  [{} by its verb; the manifest decides]",
-            t.name, t.risk
+            shown(&t.name),
+            t.risk
         );
-        println!("    title:       {}", t.title);
-        println!("    description: {}", t.description);
+        println!("    title:       {}", shown(&t.title));
+        println!("    description: {}", shown(&t.description));
         println!("    input:       {}", t.input_schema);
         if let Some(output) = &t.output_schema {
             println!("    output:      {output}");
@@ -630,7 +652,9 @@ fn print_inspection(i: &inspect::Inspection) {
     }
     println!("\nlint");
     for finding in &i.lint.findings {
-        println!("  {}", finding.to_string().replace('\n', "\n  "));
+        for line in finding.to_string().lines() {
+            println!("  {}", shown(line));
+        }
     }
     println!(
         "  {} error(s), {} warning(s); risk classes assumed from the verbs (`toolhost lint` on a manifest is the check that counts)",

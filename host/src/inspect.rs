@@ -15,9 +15,12 @@ use serde_json::{Map, Value};
 
 use crate::catalog;
 use crate::lint::{self, Described, Report};
-use crate::manifest::{DEFAULT_WASM_STACK_KIB, Limits, PluginName, Sha256Digest};
+use crate::manifest::{DEFAULT_WASM_STACK_KIB, Limits, PluginName, Sha256Digest, ToolName};
 use crate::sandbox::{EngineSettings, Sandbox};
 use crate::store::{SqliteStore, Store};
+
+/// More tools than any reviewed plugin needs; inspection stops there.
+pub const MAX_TOOLS: usize = 1_000;
 
 /// The interface every plugin must export.
 pub const TOOLS_EXPORT: &str = "toolhost:plugin/tools@0.2.0";
@@ -110,6 +113,25 @@ pub async fn inspect(path: &Path) -> Result<Inspection, InspectError> {
             return Ok(inspection);
         }
     };
+    // An unvetted component may describe anything; a catalog this large is
+    // refused at load anyway, and the lint compares tools in pairs.
+    if specs.len() > MAX_TOOLS {
+        inspection.misfit = Some(format!(
+            "it describes {} tools; a plugin may offer at most {MAX_TOOLS}",
+            specs.len()
+        ));
+        return Ok(inspection);
+    }
+    if let Some(bad) = specs
+        .iter()
+        .find(|s| ToolName::try_from(s.name.clone()).is_err())
+    {
+        inspection.misfit = Some(format!(
+            "it describes a tool named {:?}, which is not a valid tool name (snake_case, at most 64 characters)",
+            bad.name.chars().take(80).collect::<String>()
+        ));
+        return Ok(inspection);
+    }
     let mut inputs: Vec<Map<String, Value>> = Vec::with_capacity(specs.len());
     for spec in &specs {
         let input = match serde_json::from_str(&spec.input_schema) {

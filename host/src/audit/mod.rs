@@ -107,8 +107,10 @@ enum Inner {
         tx: Mutex<Option<mpsc::Sender<Message>>>,
         healthy: Arc<AtomicBool>,
         thread: Mutex<Option<JoinHandle<()>>>,
-        /// Unparked when a record someone waits for is queued.
+        /// Unparked, with `urgent` set, when a record someone waits for is
+        /// queued, so it ends a gathering wait at once.
         writer: std::thread::Thread,
+        urgent: Arc<AtomicBool>,
     },
     /// A short-lived CLI command: each record is written, synced and
     /// checkpointed before the command goes on.
@@ -120,11 +122,13 @@ impl Audit {
     pub fn start(trail: Trail, checkpoint_every: Duration) -> Audit {
         let (tx, rx) = mpsc::channel();
         let healthy = Arc::new(AtomicBool::new(true));
+        let urgent = Arc::new(AtomicBool::new(false));
         let thread = std::thread::Builder::new()
             .name("audit-writer".into())
             .spawn({
                 let healthy = healthy.clone();
-                move || write_loop(trail, rx, healthy, checkpoint_every)
+                let urgent = urgent.clone();
+                move || write_loop(trail, rx, healthy, urgent, checkpoint_every)
             })
             .expect("spawning the audit writer thread");
         Audit {
@@ -132,6 +136,7 @@ impl Audit {
                 tx: Mutex::new(Some(tx)),
                 healthy,
                 writer: thread.thread().clone(),
+                urgent,
                 thread: Mutex::new(Some(thread)),
             }),
         }
@@ -230,7 +235,8 @@ impl Audit {
             return Err(AuditError::Stopped.to_string());
         }
         drop(sender);
-        if let Inner::Writer { writer, .. } = &*self.inner {
+        if let Inner::Writer { writer, urgent, .. } = &*self.inner {
+            urgent.store(true, Ordering::Release);
             writer.unpark();
         }
         let outcome = done_rx
@@ -243,16 +249,20 @@ impl Audit {
     }
 
     fn send(&self, message: Message) -> Result<(), AuditError> {
-        let Inner::Writer { tx, writer, .. } = &*self.inner else {
+        let Inner::Writer {
+            tx, writer, urgent, ..
+        } = &*self.inner
+        else {
             return Err(AuditError::Stopped);
         };
-        let urgent = matches!(message, Message::Record { ack: Some(_), .. });
+        let is_urgent = matches!(message, Message::Record { ack: Some(_), .. });
         let guard = tx.lock().unwrap_or_else(|p| p.into_inner());
         match guard.as_ref() {
             Some(sender) => sender.send(message).map_err(|_| AuditError::Stopped)?,
             None => return Err(AuditError::Stopped),
         }
-        if urgent {
+        if is_urgent {
+            urgent.store(true, Ordering::Release);
             writer.unpark();
         }
         Ok(())
@@ -285,6 +295,7 @@ fn write_loop(
     mut trail: Trail,
     rx: mpsc::Receiver<Message>,
     healthy: Arc<AtomicBool>,
+    urgent: Arc<AtomicBool>,
     checkpoint_every: Duration,
 ) {
     let mut next_checkpoint = Instant::now() + checkpoint_every;
@@ -313,7 +324,16 @@ fn write_loop(
         if let Some(message) = first {
             take(message, &mut events, &mut acks, &mut stop);
             if stop.is_none() && acks.iter().all(Option::is_none) {
-                std::thread::park_timeout(GATHER);
+                // The flag, not the park token, says a waited-for record
+                // came: the channel itself may have used the token.
+                let until = Instant::now() + GATHER;
+                while !urgent.swap(false, Ordering::AcqRel) {
+                    let now = Instant::now();
+                    if now >= until {
+                        break;
+                    }
+                    std::thread::park_timeout(until - now);
+                }
             }
             while events.len() < BATCH {
                 match rx.try_recv() {

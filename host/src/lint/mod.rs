@@ -367,11 +367,11 @@ fn apply_allows(report: &mut Report, manifest: &Manifest) {
                     continue;
                 };
                 let mut used = false;
-                for finding in report
-                    .findings
-                    .iter_mut()
-                    .filter(|f| f.rule == rule && f.tool.as_deref() == Some(tool.name.as_str()))
-                {
+                for finding in report.findings.iter_mut().filter(|f| {
+                    f.rule == rule
+                        && f.plugin == plugin.name.as_str()
+                        && f.tool.as_deref() == Some(tool.name.as_str())
+                }) {
                     finding.allowed = Some(reason.clone());
                     used = true;
                 }

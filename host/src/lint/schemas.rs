@@ -85,9 +85,36 @@ fn walk(
             _ => {}
         }
     }
+    if let Some(Value::String(target)) = schema.get("$ref")
+        && !["#/$defs/", "#/definitions/"]
+            .iter()
+            .any(|p| target.starts_with(p))
+    {
+        // Only targets under `$defs`/`definitions` are walked, so a reference
+        // anywhere else could hide an unbounded schema.
+        findings.schema(
+            Rule::SchemaFreeObject,
+            tool,
+            at,
+            format!(
+                "this argument refers to {target:?}, outside `$defs`, so the lint cannot check it"
+            ),
+            "define referenced schemas under \"$defs\" and refer to them as \"#/$defs/NAME\""
+                .into(),
+        );
+    }
     for key in ONE {
-        if let Some(Value::Object(sub)) = schema.get(key) {
-            walk(findings, tool, sub, &format!("{at}/{key}"), false);
+        match schema.get(key) {
+            Some(sub @ (Value::Object(_) | Value::Bool(_))) => {
+                sub_schema(findings, tool, sub, &format!("{at}/{key}"));
+            }
+            // Draft 7's tuple form of `items`.
+            Some(Value::Array(list)) => {
+                for (i, sub) in list.iter().enumerate() {
+                    sub_schema(findings, tool, sub, &format!("{at}/{key}/{i}"));
+                }
+            }
+            _ => {}
         }
     }
     for key in LIST {
@@ -98,25 +125,36 @@ fn walk(
             .flatten()
             .enumerate()
         {
-            if let Value::Object(sub) = sub {
-                walk(findings, tool, sub, &format!("{at}/{key}/{i}"), false);
-            }
+            sub_schema(findings, tool, sub, &format!("{at}/{key}/{i}"));
         }
     }
     for key in MAP {
         if let Some(Value::Object(subs)) = schema.get(key) {
             for (name, sub) in subs {
-                if let Value::Object(sub) = sub {
-                    walk(
-                        findings,
-                        tool,
-                        sub,
-                        &format!("{at}/{key}/{}", pointer_escape(name)),
-                        false,
-                    );
-                }
+                sub_schema(
+                    findings,
+                    tool,
+                    sub,
+                    &format!("{at}/{key}/{}", pointer_escape(name)),
+                );
             }
         }
+    }
+}
+
+/// A subschema: an object is walked; `true` accepts anything and is a
+/// finding; `false` accepts nothing and is fine.
+fn sub_schema(findings: &mut Findings, tool: &Subject<'_>, sub: &Value, at: &str) {
+    match sub {
+        Value::Object(sub) => walk(findings, tool, sub, at, false),
+        Value::Bool(true) => findings.schema(
+            Rule::SchemaFreeObject,
+            tool,
+            at,
+            "this subschema is `true`, so it accepts any JSON value".into(),
+            "give it a `type` with bounds, or an `enum`".into(),
+        ),
+        _ => {}
     }
 }
 
@@ -180,4 +218,77 @@ fn types(schema: &Map<String, Value>) -> Vec<&str> {
 /// RFC 6901: `~` and `/` in a property name.
 fn pointer_escape(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::RiskClass;
+
+    fn rules(input: Value) -> Vec<(Rule, String)> {
+        let Value::Object(input) = input else {
+            panic!("an object schema")
+        };
+        let tool = Subject {
+            plugin: "x",
+            name: "x_thing_get",
+            risk: RiskClass::Read,
+            description: "Returns one thing by its name.",
+            input: &input,
+        };
+        let mut findings = Findings { list: Vec::new() };
+        check(&mut findings, &tool);
+        findings
+            .list
+            .into_iter()
+            .map(|f| (f.rule, f.at.unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn subschemas_that_accept_anything_are_found() {
+        let found = rules(serde_json::json!({
+            "type": "object",
+            "properties": { "a": true, "b": { "type": "array", "maxItems": 2, "items": true } },
+            "patternProperties": { ".*": true },
+            "required": [],
+            "additionalProperties": false
+        }));
+        let mut free: Vec<&str> = found
+            .iter()
+            .filter(|(r, _)| *r == Rule::SchemaFreeObject)
+            .map(|(_, at)| at.as_str())
+            .collect();
+        free.sort();
+        assert_eq!(
+            free,
+            [
+                "/patternProperties/.*",
+                "/properties/a",
+                "/properties/b/items"
+            ],
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_reference_outside_defs_is_found_and_one_inside_is_walked() {
+        let found = rules(serde_json::json!({
+            "type": "object",
+            "properties": { "a": { "$ref": "#/x" }, "b": { "$ref": "#/$defs/B" } },
+            "$defs": { "B": { "type": "string" } },
+            "x": {},
+            "required": [],
+            "additionalProperties": false
+        }));
+        assert!(
+            found.contains(&(Rule::SchemaFreeObject, "/properties/a".into())),
+            "{found:?}"
+        );
+        assert!(
+            found.contains(&(Rule::SchemaStringBounds, "/$defs/B".into())),
+            "{found:?}"
+        );
+        assert_eq!(found.len(), 2, "{found:?}");
+    }
 }

@@ -40,44 +40,23 @@ type Output = Box<dyn AsyncWrite + Unpin + Send>;
 /// gives it a pipe, which is read through the runtime's reactor; tokio's
 /// own stdin instead hands every read to a blocking thread, and those
 /// thread switches were most of the CPU a call cost. Anything else (a
-/// terminal, a file) is read the portable way.
+/// terminal, a file, a socket) is read the portable way.
+///
+/// The pipe is opened afresh through /proc rather than duplicated, so the
+/// non-blocking mode the reactor needs is set on the host's own open file
+/// and never on the one it shares with its parent or with fd 0 itself.
 fn stdin() -> Input {
-    use std::os::fd::AsFd;
-    let pipe = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .map(std::fs::File::from)
-        .and_then(|f| tokio::net::unix::pipe::Receiver::from_file(f).ok());
-    match pipe {
-        Some(pipe) => Box::new(pipe),
-        None => Box::new(tokio::io::stdin()),
+    match tokio::net::unix::pipe::OpenOptions::new().open_receiver("/proc/self/fd/0") {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
     }
 }
 
-/// stdout, for the same reason and with the same fallback as [`stdin`].
-/// Reading through the reactor makes the pipe non-blocking for everyone who
-/// shares it, so a stdout that is also stderr (`2>&1`) is left alone: log
-/// lines must not meet a full pipe they cannot wait on.
+/// stdout, for the same reason and in the same way as [`stdin`].
 fn stdout() -> Output {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
-    let identity = |f: &std::fs::File| f.metadata().ok().map(|m| (m.dev(), m.ino()));
-    let stderr = std::io::stderr()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .map(std::fs::File::from);
-    let pipe = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .map(std::fs::File::from)
-        .filter(|f| stderr.as_ref().is_none_or(|e| identity(e) != identity(f)))
-        .and_then(|f| tokio::net::unix::pipe::Sender::from_file(f).ok());
-    match pipe {
-        Some(pipe) => Box::new(pipe),
-        None => Box::new(tokio::io::stdout()),
+    match tokio::net::unix::pipe::OpenOptions::new().open_sender("/proc/self/fd/1") {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdout()),
     }
 }
 

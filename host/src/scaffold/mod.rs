@@ -52,7 +52,7 @@ pub fn write(dir: &Path, name: &PluginName, sdk: &Path) -> Result<(), ScaffoldEr
     let fill = |template: &str| {
         template
             .replace("{{name}}", name.as_str())
-            .replace("{{sdk}}", &sdk.display().to_string().replace('\\', "/"))
+            .replace("{{sdk}}", &toml_string(&sdk.display().to_string()))
             .replace(
                 "{{wasm}}",
                 &format!("target/wasm32-wasip2/release/{name}.wasm"),
@@ -123,7 +123,7 @@ pub fn manifest_block(
     format!(
         "[[plugin]]\n\
          name = \"{name}\"\n\
-         component = {component:?}\n\
+         component = {component}\n\
          sha256 = \"{sha256}\"\n\
          instance = \"call\"\n\
          \n\
@@ -134,6 +134,11 @@ pub fn manifest_block(
          [[plugin.tool]]\n\
          name = \"{name}_item_save\"\n\
          risk = \"write\"\n",
-        component = component.display().to_string(),
+        component = toml_string(&component.display().to_string()),
     )
+}
+
+/// `text` as a TOML basic string, quoted and escaped.
+fn toml_string(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
 }

@@ -154,47 +154,89 @@ fn input_schema<A: JsonSchema>() -> Value {
 
 /// An `Option` argument may be left out, not sent as `null`: a model's
 /// `null` is refused by the schema rather than read as "absent".
-fn absent_not_null(value: &mut Value) {
-    let Value::Object(map) = value else {
-        if let Value::Array(list) = value {
-            list.iter_mut().for_each(absent_not_null);
-        }
-        return;
-    };
-    let required: Vec<String> = map
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| {
-            r.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(Value::Object(properties)) = map.get_mut("properties") {
-        for (name, property) in properties.iter_mut() {
-            if !required.contains(name) {
-                strip_null(property);
+fn absent_not_null(schema: &mut Value) {
+    if let Value::Object(map) = schema {
+        let required: Vec<String> = map
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(Value::Object(properties)) = map.get_mut("properties") {
+            for (name, property) in properties.iter_mut() {
+                if !required.contains(name) {
+                    strip_null(property);
+                }
             }
         }
     }
-    map.values_mut().for_each(absent_not_null);
+    for_each_subschema(schema, absent_not_null);
 }
 
+/// Takes `null` out of what a schema accepts, unless `null` is all it
+/// accepts (an empty list would make the schema invalid or accept nothing).
 fn strip_null(schema: &mut Value) {
     let Value::Object(map) = schema else { return };
-    if let Some(Value::Array(types)) = map.get_mut("type") {
+    let is_null = |b: &Value| {
+        b.get("type") == Some(&Value::String("null".into()))
+            || b.get("const") == Some(&Value::Null)
+            || b.get("enum") == Some(&Value::Array(vec![Value::Null]))
+    };
+    if let Some(Value::Array(types)) = map.get_mut("type")
+        && types.iter().any(|t| t != "null")
+    {
         types.retain(|t| t != "null");
         if types.len() == 1 {
             let only = types.remove(0);
             map.insert("type".into(), only);
         }
     }
-    if let Some(Value::Array(values)) = map.get_mut("enum") {
+    if let Some(Value::Array(values)) = map.get_mut("enum")
+        && values.iter().any(|v| !v.is_null())
+    {
         values.retain(|v| !v.is_null());
     }
     for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(branches)) = map.get_mut(key) {
-            branches.retain(|b| b.get("type") != Some(&Value::String("null".into())));
+        if let Some(Value::Array(branches)) = map.get_mut(key)
+            && branches.iter().any(|b| !is_null(b))
+        {
+            branches.retain(|b| !is_null(b));
+        }
+    }
+}
+
+/// Calls `f` on each direct subschema of `schema`, through the keywords
+/// that hold schemas only: never into `default`, `const`, `enum` or
+/// `examples`, which are data, nor into a `properties` map as if it were a
+/// schema itself.
+fn for_each_subschema(schema: &mut Value, f: fn(&mut Value)) {
+    let Value::Object(map) = schema else { return };
+    for (key, value) in map.iter_mut() {
+        match key.as_str() {
+            "items"
+            | "additionalProperties"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "contains"
+            | "propertyNames"
+            | "unevaluatedItems"
+            | "unevaluatedProperties" => f(value),
+            "prefixItems" | "anyOf" | "oneOf" | "allOf" => {
+                if let Value::Array(list) = value {
+                    list.iter_mut().for_each(f);
+                }
+            }
+            "properties" | "patternProperties" | "$defs" | "definitions" => {
+                if let Value::Object(subs) = value {
+                    subs.values_mut().for_each(f);
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -231,17 +273,14 @@ fn tidy(schema: Schema) -> Value {
     value
 }
 
-fn require_all(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            if map.contains_key("properties") && !map.contains_key("required") {
-                map.insert("required".into(), Value::Array(Vec::new()));
-            }
-            map.values_mut().for_each(require_all);
-        }
-        Value::Array(list) => list.iter_mut().for_each(require_all),
-        _ => {}
+fn require_all(schema: &mut Value) {
+    if let Value::Object(map) = schema
+        && map.contains_key("properties")
+        && !map.contains_key("required")
+    {
+        map.insert("required".into(), Value::Array(Vec::new()));
     }
+    for_each_subschema(schema, require_all);
 }
 
 #[cfg(test)]
@@ -306,6 +345,28 @@ mod tests {
         assert!(input.get("$schema").is_none());
         let output: Value = serde_json::from_str(spec.output_schema.as_deref().unwrap()).unwrap();
         assert_eq!(output["properties"]["key"]["type"], "string");
+    }
+
+    #[test]
+    fn post_processing_leaves_data_and_property_names_alone() {
+        let mut schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "properties": { "type": ["string", "null"] },
+                "only_null": { "type": "null" },
+                "thing": { "type": "object", "default": { "properties": {} } }
+            }
+        });
+        require_all(&mut schema);
+        absent_not_null(&mut schema);
+        assert_eq!(schema["required"], serde_json::json!([]));
+        assert_eq!(schema["properties"]["properties"]["type"], "string");
+        assert!(schema["properties"].get("required").is_none());
+        assert_eq!(schema["properties"]["only_null"]["type"], "null");
+        assert_eq!(
+            schema["properties"]["thing"]["default"],
+            serde_json::json!({ "properties": {} })
+        );
     }
 
     #[test]
