@@ -509,15 +509,21 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     served
 }
 
+/// The sandbox for the manifest, with the compiled-component cache of its
+/// `state_dir`. Without a usable cache the host still works; it compiles
+/// at every start.
+fn cached_sandbox(manifest: &Manifest) -> anyhow::Result<Sandbox> {
+    let cache = ComponentCache::open(&manifest.state_dir)
+        .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
+        .ok();
+    Ok(Sandbox::new(cache, EngineSettings::of(manifest))?)
+}
+
 /// The store (every operator decision recorded), the sandbox and the
 /// vetted catalog: everything a call needs.
 async fn load_host(manifest: &Manifest, audit: &Audit) -> anyhow::Result<Toolhost> {
     let store: Arc<dyn Store> = Arc::new(AuditedStore::new(open_store(manifest)?, audit.clone()));
-    // Without a usable cache the host still serves; it compiles at every start.
-    let cache = ComponentCache::open(&manifest.state_dir)
-        .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
-        .ok();
-    let sandbox = Sandbox::new(cache, EngineSettings::of(manifest))?;
+    let sandbox = cached_sandbox(manifest)?;
     let network = Network::new(manifest, Some(audit.clone()))?;
     gate::redact::install(network.redactor().clone());
     let catalog = catalog::load(manifest, &sandbox, &store, &network).await;
@@ -530,10 +536,7 @@ async fn load_host(manifest: &Manifest, audit: &Audit) -> anyhow::Result<Toolhos
 async fn lint_command(args: LintArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
     let store: Arc<dyn Store> = open_store(&manifest)?;
-    let cache = ComponentCache::open(&manifest.state_dir)
-        .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
-        .ok();
-    let sandbox = Sandbox::new(cache, EngineSettings::of(&manifest))?;
+    let sandbox = cached_sandbox(&manifest)?;
     let catalog = catalog::load_described(&manifest, &sandbox, &store).await;
     let report = lint::lint(&manifest, &catalog);
     match args.format {
@@ -609,16 +612,15 @@ async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
 /// Text from an unvetted component, made safe for a terminal: control
 /// characters (escape sequences among them) are shown escaped.
 fn shown(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn print_inspection(i: &inspect::Inspection) {
@@ -628,14 +630,15 @@ fn print_inspection(i: &inspect::Inspection) {
         None => println!("world      fits toolhost:plugin@0.2.0, world `plugin`"),
         Some(why) => println!("world      does not fit: {}", shown(why)),
     }
-    println!(
-        "imports    {}",
-        shown(&i.imports.join("\t")).replace("\\t", "\n           ")
-    );
-    println!(
-        "exports    {}",
-        shown(&i.exports.join("\t")).replace("\\t", "\n           ")
-    );
+    let list = |names: &[String]| {
+        names
+            .iter()
+            .map(|n| shown(n))
+            .collect::<Vec<_>>()
+            .join("\n           ")
+    };
+    println!("imports    {}", list(&i.imports));
+    println!("exports    {}", list(&i.exports));
     println!("\ntools ({})", i.tools.len());
     for t in &i.tools {
         println!(

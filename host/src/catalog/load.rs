@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
 use crate::gate::Network;
-use crate::manifest::{FileGrant, FileMode, Manifest, PluginDecl, PluginName, Sha256Digest};
+use crate::manifest::{
+    FileGrant, FileMode, Manifest, PluginDecl, PluginName, Sha256Digest, ToolName,
+};
 use crate::queue::CallQueue;
 use crate::sandbox::{Origin, PluginShared, PreparedPlugin, Sandbox, ToolSpec};
 use crate::store::Store;
@@ -22,6 +24,9 @@ pub struct Refusal {
     /// Line of its `[[plugin]]` in the manifest.
     pub line: usize,
     pub reason: String,
+    /// The tool whose name another plugin declared first, when that is
+    /// why the plugin is refused.
+    pub clashing_tool: Option<ToolName>,
 }
 
 impl fmt::Display for Refusal {
@@ -69,14 +74,14 @@ async fn load_with(
     // A clash is decided on declarations, before anything is compiled, so
     // the outcome does not depend on which component loads.
     let mut owners: HashMap<&str, (&PluginName, usize)> = HashMap::new();
-    let mut clashes: Vec<Option<String>> = Vec::with_capacity(manifest.plugins.len());
+    let mut clashes: Vec<Option<(ToolName, String)>> = Vec::with_capacity(manifest.plugins.len());
     for decl in &manifest.plugins {
         let clash = decl.tools.iter().find_map(|t| {
             owners.get(t.name.as_str()).map(|(other, line)| {
-                format!(
+                (t.name.clone(), format!(
                     "tool `{}` (line {}) is already declared by plugin `{other}` (line {line}); tool names must be unique across plugins",
                     t.name, t.line
-                )
+                ))
             })
         });
         if clash.is_none() {
@@ -92,10 +97,11 @@ async fn load_with(
         None => manifest.plugins.iter().map(|_| Ok(Vec::new())).collect(),
     };
 
-    let outcomes = futures::future::join_all(manifest.plugins.iter().zip(clashes).zip(files).map(
+    let outcomes = futures::future::join_all(manifest.plugins.iter().zip(&clashes).zip(files).map(
         |((decl, clash), files)| async move {
             match (clash, files) {
-                (Some(reason), _) | (None, Err(reason)) => Err(reason),
+                (Some((_, reason)), _) => Err(reason.clone()),
+                (None, Err(reason)) => Err(reason),
                 (None, Ok(files)) => vet(decl, files, sandbox, store, network).await,
             }
         },
@@ -103,7 +109,7 @@ async fn load_with(
     .await;
 
     let mut catalog = Catalog::default();
-    for (decl, outcome) in manifest.plugins.iter().zip(outcomes) {
+    for ((decl, outcome), clash) in manifest.plugins.iter().zip(outcomes).zip(clashes) {
         match outcome {
             Ok((prepared, origin, tools)) => {
                 let index = catalog.plugins.len();
@@ -125,6 +131,7 @@ async fn load_with(
                     plugin: decl.name.clone(),
                     line: decl.line,
                     reason,
+                    clashing_tool: clash.map(|(tool, _)| tool),
                 };
                 tracing::error!("{refusal}");
                 catalog.refusals.push(refusal);
@@ -143,7 +150,7 @@ async fn load_with(
 /// opened again for the next instance.
 fn granted_directories(
     manifest: &Manifest,
-    clashes: &[Option<String>],
+    clashes: &[Option<(ToolName, String)>],
 ) -> Vec<Result<Vec<FileGrant>, String>> {
     let canonical =
         |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -270,15 +277,28 @@ async fn vet(
         gate,
         files,
     });
+    let (prepared, origin, specs) = prepare_and_describe(sandbox, bytes, actual, shared).await?;
+    let tools = match_declaration(decl, specs)?;
+    Ok((prepared, origin, tools))
+}
+
+/// Compiles (or loads from the cache) and pre-links a component off the
+/// async runtime, then asks a first instance what it offers, under the
+/// call deadline. The error says what the plugin's author must fix.
+async fn prepare_and_describe(
+    sandbox: &Sandbox,
+    bytes: Vec<u8>,
+    digest: Sha256Digest,
+    shared: Arc<PluginShared>,
+) -> Result<(PreparedPlugin, Origin, Vec<ToolSpec>), String> {
     let compiler = sandbox.clone();
     let (prepared, origin) =
-        tokio::task::spawn_blocking(move || compiler.prepare(&bytes, &actual, shared))
+        tokio::task::spawn_blocking(move || compiler.prepare(&bytes, &digest, shared))
             .await
             .map_err(|e| format!("compiling the component panicked: {e}"))?
             .map_err(|e| {
                 format!("{e}; build it for wasm32-wasip2 against wit/ (toolhost:plugin@0.2.0)")
             })?;
-
     let specs = prepared
         .instantiate()
         .await
@@ -288,9 +308,7 @@ async fn vet(
         .map_err(|e| {
             format!("describe() failed: {e}; describe() must return the tool list promptly")
         })?;
-
-    let tools = match_declaration(decl, specs)?;
-    Ok((prepared, origin, tools))
+    Ok((prepared, origin, specs))
 }
 
 /// Compiles one component that no manifest declares yet, instantiates it
@@ -323,20 +341,8 @@ pub async fn describe_component(
         gate: Arc::new(Network::closed().gate(&decl)?),
         files: Vec::new(),
     });
-    let compiler = sandbox.clone();
-    let digest = decl.sha256;
-    let (prepared, _) =
-        tokio::task::spawn_blocking(move || compiler.prepare(&bytes, &digest, shared))
-            .await
-            .map_err(|e| format!("compiling the component panicked: {e}"))?
-            .map_err(|e| e.to_string())?;
-    prepared
-        .instantiate()
-        .await
-        .map_err(|e| format!("instantiating the component failed: {e}"))?
-        .describe()
-        .await
-        .map_err(|e| format!("describe() failed: {e}"))
+    let (_, _, specs) = prepare_and_describe(sandbox, bytes, decl.sha256, shared).await?;
+    Ok(specs)
 }
 
 /// Joins the plugin's `describe()` with the manifest's declaration. Both must

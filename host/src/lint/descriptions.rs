@@ -65,7 +65,7 @@ fn id_kinds(findings: &mut Findings, tool: &Subject<'_>) {
             findings.schema(
                 Rule::DescriptionIdKind,
                 tool,
-                &format!("/properties/{}", name.replace('~', "~0").replace('/', "~1")),
+                &format!("/properties/{}", super::schemas::pointer_escape(name)),
                 format!("argument `{name}` takes an id but does not say of what"),
                 format!(
                     "give `{name}` a description naming the kind and where it comes from, e.g. \"the contact's id, as returned by …_search\""

@@ -13,7 +13,6 @@ mod words;
 
 pub use names::risk_of_verb;
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::Serialize;
@@ -251,13 +250,8 @@ impl Findings {
 /// sees them.
 pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
     let mut findings = Findings { list: Vec::new() };
-    names::clashes(&mut findings, manifest);
-    // A clash refuses the later plugin; `name-clash` already says why.
-    let clashing: BTreeSet<String> = findings.list.iter().map(|f| f.plugin.clone()).collect();
     for refusal in &catalog.refusals {
-        if !clashing.contains(refusal.plugin.as_str()) {
-            refused(&mut findings, refusal);
-        }
+        refused(&mut findings, refusal);
     }
     let subjects: Vec<Subject<'_>> = catalog
         .tools
@@ -328,7 +322,20 @@ pub fn lint_described(tools: &[Described<'_>]) -> Report {
     }
 }
 
+/// A plugin loading refused. A name clash is reported as such, on the tool,
+/// since renaming it is the fix.
 fn refused(findings: &mut Findings, refusal: &Refusal) {
+    if let Some(tool) = &refusal.clashing_tool {
+        findings.push(
+            Rule::NameClash,
+            refusal.plugin.as_str(),
+            Some(tool.as_str()),
+            None,
+            refusal.reason.clone(),
+            "rename one of the two tools, keeping each plugin's name as its prefix".into(),
+        );
+        return;
+    }
     findings.push(
         Rule::PluginRefused,
         refusal.plugin.as_str(),
@@ -346,57 +353,46 @@ fn refused(findings: &mut Findings, refusal: &Refusal) {
 /// that name no rule or match no finding (stale exceptions hide nothing, but
 /// they mislead the next reader of the manifest).
 fn apply_allows(report: &mut Report, manifest: &Manifest) {
-    let mut extra = Vec::new();
+    let mut extra = Findings { list: Vec::new() };
     for plugin in &manifest.plugins {
         for tool in &plugin.tools {
+            let (plugin_name, tool_name) = (plugin.name.as_str(), tool.name.as_str());
             for (id, reason) in &tool.lint_allow {
                 let Some(rule) = Rule::from_id(id) else {
-                    extra.push(Finding {
-                        rule: Rule::AllowUnknown,
-                        severity: Rule::AllowUnknown.severity(),
-                        plugin: plugin.name.as_str().to_string(),
-                        tool: Some(tool.name.as_str().to_string()),
-                        at: None,
-                        message: format!("lint_allow names `{id}`, which is not a lint rule"),
-                        fix: format!(
+                    extra.push(
+                        Rule::AllowUnknown,
+                        plugin_name,
+                        Some(tool_name),
+                        None,
+                        format!("lint_allow names `{id}`, which is not a lint rule"),
+                        format!(
                             "use one of the rule ids in docs/lint.md: {}",
                             Rule::ALL.map(Rule::id).join(", ")
                         ),
-                        allowed: None,
-                    });
+                    );
                     continue;
                 };
                 let mut used = false;
                 for finding in report.findings.iter_mut().filter(|f| {
                     f.rule == rule
-                        && f.plugin == plugin.name.as_str()
-                        && f.tool.as_deref() == Some(tool.name.as_str())
+                        && f.plugin == plugin_name
+                        && f.tool.as_deref() == Some(tool_name)
                 }) {
                     finding.allowed = Some(reason.clone());
                     used = true;
                 }
                 if !used {
-                    extra.push(Finding {
-                        rule: Rule::AllowUnused,
-                        severity: Rule::AllowUnused.severity(),
-                        plugin: plugin.name.as_str().to_string(),
-                        tool: Some(tool.name.as_str().to_string()),
-                        at: None,
-                        message: format!(
-                            "lint_allow accepts `{id}`, but the tool has no such finding"
-                        ),
-                        fix: format!("remove `{id}` from the tool's lint_allow"),
-                        allowed: None,
-                    });
+                    extra.push(
+                        Rule::AllowUnused,
+                        plugin_name,
+                        Some(tool_name),
+                        None,
+                        format!("lint_allow accepts `{id}`, but the tool has no such finding"),
+                        format!("remove `{id}` from the tool's lint_allow"),
+                    );
                 }
             }
         }
     }
-    report.findings.extend(extra);
-}
-
-/// The ids of the rules a report found (allowed or not), for tests and
-/// summaries.
-pub fn rules_found(report: &Report) -> BTreeSet<&'static str> {
-    report.findings.iter().map(|f| f.rule.id()).collect()
+    report.findings.extend(extra.list);
 }

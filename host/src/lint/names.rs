@@ -2,13 +2,11 @@
 //! class, names an agent would confuse, and tools that switch between
 //! reading and writing on an argument.
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
 use super::words::{self, VerbClass};
 use super::{Findings, Rule, Subject};
-use crate::manifest::{Manifest, RiskClass};
+use crate::manifest::RiskClass;
 
 /// A tool name split as `<system>_<object>_<verb>[_<scope>]`.
 struct Parts<'a> {
@@ -184,29 +182,6 @@ fn action_switch(findings: &mut Findings, tool: &Subject<'_>) {
                     tool.plugin
                 ),
             );
-        }
-    }
-}
-
-/// Identical names across plugins, from the declarations (loading refuses
-/// the later plugin; the lint says which names clash).
-pub fn clashes(findings: &mut Findings, manifest: &Manifest) {
-    let mut owners: HashMap<&str, &str> = HashMap::new();
-    for plugin in &manifest.plugins {
-        for tool in &plugin.tools {
-            match owners.get(tool.name.as_str()) {
-                Some(owner) if *owner != plugin.name.as_str() => findings.push(
-                    Rule::NameClash,
-                    plugin.name.as_str(),
-                    Some(tool.name.as_str()),
-                    None,
-                    format!("plugin `{owner}` declares a tool of the same name"),
-                    "tool names must be unique across the catalog: rename one, keeping each plugin's name as its prefix".into(),
-                ),
-                _ => {
-                    owners.insert(tool.name.as_str(), plugin.name.as_str());
-                }
-            }
         }
     }
 }

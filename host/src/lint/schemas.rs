@@ -216,7 +216,7 @@ fn types(schema: &Map<String, Value>) -> Vec<&str> {
 }
 
 /// RFC 6901: `~` and `/` in a property name.
-fn pointer_escape(name: &str) -> String {
+pub(super) fn pointer_escape(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
 }
 

@@ -469,3 +469,31 @@ async fn an_idle_http_session_is_closed_with_its_instances() {
     // The client may open a new session and go on.
     ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
 }
+
+/// The `flags:` of one of a process's descriptors, from /proc.
+fn fd_flags(pid: u32, fd: u32) -> u32 {
+    let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap();
+    let flags = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .expect("a flags line");
+    u32::from_str_radix(flags.trim(), 8).unwrap()
+}
+
+#[tokio::test]
+async fn stdio_leaves_the_pipes_it_was_given_blocking() {
+    const O_NONBLOCK: u32 = 0o4000;
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let (client, pid) = stdio_with_pid(&m, &[]).await;
+    ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+    // The host reads and writes its own reopened, non-blocking copies; the
+    // descriptors it shares with its parent keep their mode.
+    for fd in [0, 1] {
+        assert_eq!(
+            fd_flags(pid, fd) & O_NONBLOCK,
+            0,
+            "fd {fd} became non-blocking"
+        );
+    }
+    client.cancel().await.unwrap();
+}

@@ -97,8 +97,8 @@ pub mod __private {
     use crate::Toolbox;
 
     thread_local! {
-        /// Built at the first `describe` or `call` of the instance: schemas
-        /// are generated once, not per call.
+        /// Built at the first `describe` or `call` of the instance, and
+        /// kept for the instance's later calls.
         static TOOLBOX: OnceCell<Toolbox> = const { OnceCell::new() };
     }
 

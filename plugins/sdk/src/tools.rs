@@ -22,9 +22,22 @@ use crate::bindings::toolhost::plugin::types::{CallContext, ToolError, ToolSpec}
 type Handler = Box<dyn Fn(&CallContext, &str) -> Result<String, ToolError>>;
 
 /// One tool: what `describe()` says of it, and the function behind it.
+/// Its schemas are generated only when `describe()` asks: an instance made
+/// for one call only dispatches, and must not pay for every tool's schema.
 struct Entry {
-    spec: ToolSpec,
+    name: String,
+    title: String,
+    description: String,
+    schemas: fn() -> (String, Option<String>),
     handler: Handler,
+}
+
+/// The input and output schemas of a tool from `A` to `R`, as JSON text.
+fn schemas_of<A: JsonSchema, R: JsonSchema>() -> (String, Option<String>) {
+    (
+        input_schema::<A>().to_string(),
+        output_schema::<R>().map(|s| s.to_string()),
+    )
 }
 
 /// The tools of one plugin, in the order `describe()` lists them.
@@ -71,13 +84,6 @@ impl Toolbox {
             !self.index.contains_key(name),
             "tool `{name}` is added twice"
         );
-        let spec = ToolSpec {
-            name: name.to_string(),
-            title: title.to_string(),
-            description: description.to_string(),
-            input_schema: input_schema::<A>().to_string(),
-            output_schema: output_schema::<R>().map(|s| s.to_string()),
-        };
         let handler: Handler = Box::new(move |context, arguments| {
             let arguments: A = serde_json::from_str(arguments).map_err(|e| {
                 ToolError::new(
@@ -94,13 +100,31 @@ impl Toolbox {
             })
         });
         self.index.insert(name.to_string(), self.tools.len());
-        self.tools.push(Entry { spec, handler });
+        self.tools.push(Entry {
+            name: name.to_string(),
+            title: title.to_string(),
+            description: description.to_string(),
+            schemas: schemas_of::<A, R>,
+            handler,
+        });
         self
     }
 
     /// What `describe()` returns.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|t| t.spec.clone()).collect()
+        self.tools
+            .iter()
+            .map(|t| {
+                let (input_schema, output_schema) = (t.schemas)();
+                ToolSpec {
+                    name: t.name.clone(),
+                    title: t.title.clone(),
+                    description: t.description.clone(),
+                    input_schema,
+                    output_schema,
+                }
+            })
+            .collect()
     }
 
     /// Runs the tool `name` on JSON `arguments`.
