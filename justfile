@@ -87,13 +87,11 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# The in-process floor, latency and throughput of the example catalog over
-# stdio and Streamable HTTP, what the audit trail's fsync costs a write,
-# start-up (example and 50-plugin catalogs, cold and warm cache) and memory;
-# `just bench --quick` for a smoke run.
+# The benchmark of the release binary: the in-process floor, stdio and
+# Streamable HTTP latency, throughput and server CPU per call, normal calls
+# while another session's plugin spins, what the audit trail's fsync costs,
+# start-up and memory. Prints one table (each figure against its target) and
+# writes target/bench/results.json. `just bench --quick` for a smoke run,
+# `--only stdio,http` for some sections.
 bench *args: build
-    cargo bench -p toolhost --bench floor -- {{args}}
-    cargo bench -p toolhost --bench stdio -- {{args}}
-    cargo bench -p toolhost --bench http -- {{args}}
-    cargo bench -p toolhost --bench audit -- {{args}}
-    cargo bench -p toolhost --bench footprint -- {{args}}
+    cargo bench -p toolhost --bench bench -- {{args}}

@@ -77,16 +77,7 @@ async fn main() {
         "0".repeat(64)
     ));
     std::fs::write(&manifest, text).unwrap();
-    let pinned = std::process::Command::new(&binary)
-        .args(["pin", "--manifest"])
-        .arg(&manifest)
-        .output()
-        .unwrap();
-    assert!(
-        pinned.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pinned.stderr)
-    );
+    common::pin(&binary, &manifest);
 
     // The crm plugin needs its secret to load; nothing here calls it.
     let host = HttpHost::start_with_env(

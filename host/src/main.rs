@@ -12,7 +12,12 @@ fn main() -> std::process::ExitCode {
         )
         .init();
     let cli = toolhost::cli::Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Some(workers) = cli.runtime_workers() {
+        builder.worker_threads(workers);
+    }
+    let runtime = match builder.build() {
         Ok(runtime) => runtime,
         Err(e) => {
             tracing::error!("cannot start the async runtime: {e}");

@@ -37,19 +37,26 @@ impl Setup {
     }
 }
 
-/// User + system CPU time of a process, from /proc (clock ticks of 10 ms).
+/// CPU time of a process so far, in nanoseconds: the sum of its threads'
+/// run time from `/proc/PID/task/*/schedstat` (the scheduler's own
+/// accounting; `/proc/PID/stat` counts in 10 ms ticks, too coarse for short
+/// runs). A thread that exited in between is not counted; the host's
+/// runtime workers, writer threads and ticker live as long as it does.
 pub fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // The fields after the command name, which is in parentheses and may
-    // contain spaces.
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10)
+        .flatten()
+    {
+        if let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) {
+            total += stat
+                .split_whitespace()
+                .next()
+                .and_then(|ns| ns.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Duration::from_nanos(total)
 }
 
 /// A duration in microseconds, for the tables.
@@ -93,6 +100,21 @@ pub fn open_task(binary: &Path, manifest: &Path, grants: &[&str]) -> String {
     );
     let opened: Value = serde_json::from_slice(&out.stdout).unwrap();
     opened["token"].as_str().unwrap().to_string()
+}
+
+/// Pins every component of a generated `manifest` to this build
+/// (`toolhost pin`).
+pub fn pin(binary: &Path, manifest: &Path) {
+    let pinned = Command::new(binary)
+        .args(["pin", "--manifest"])
+        .arg(manifest)
+        .output()
+        .unwrap();
+    assert!(
+        pinned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pinned.stderr)
+    );
 }
 
 /// p50 and p99 of `samples` (sorted in place).
@@ -202,11 +224,18 @@ pub struct Peer {
 impl Peer {
     /// Starts a host on stdio and completes the handshake.
     pub fn spawn(binary: &Path, manifest: &Path, env: &[(&str, &str)]) -> Peer {
-        let mut child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .envs(env.iter().copied())
             .args(["serve", "--stdio", "--manifest"])
             .arg(manifest)
-            .env("TOOLHOST_LOG", "warn")
+            .env("TOOLHOST_LOG", "warn");
+        Peer::start(command)
+    }
+
+    /// Starts `command` as a stdio MCP server and completes the handshake.
+    pub fn start(mut command: Command) -> Peer {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -207,7 +207,7 @@ impl Audit {
             Inner::Direct(trail) => {
                 let mut trail = trail.lock().unwrap_or_else(|p| p.into_inner());
                 let appended = trail
-                    .append(&[event.into_map()], true)
+                    .append(&mut [event.into_map()], true)
                     .map_err(|e| e.error.to_string())?;
                 trail.checkpoint().map_err(|e| e.to_string())?;
                 Ok(appended.last_seq)
@@ -362,10 +362,10 @@ fn write_loop(
             let prefix = batch.len();
             batch.append(&mut pending);
             let carried = batch.len();
-            batch.extend(events.iter().cloned());
+            batch.append(&mut events);
             // A recovery counts only once it is synced.
             let durable = recovering || stop.is_some() || acks.iter().any(Option::is_some);
-            let outcome = trail.append(&batch, durable);
+            let outcome = trail.append(&mut batch, durable);
             healthy.store(outcome.is_ok(), Ordering::Release);
             if let (Some(_), Err(e)) = (&stop, &outcome) {
                 stop_failed = Some(e.error.to_string());

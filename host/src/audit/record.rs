@@ -25,39 +25,54 @@ const MAX_DEPTH: usize = 16;
 /// level. Written here rather than left to serde_json's
 /// map order, which a feature flag anywhere in the build could change.
 pub fn canonical(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    into_string(out)
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// [`canonical`] of a JSON object, without wrapping it in a `Value`.
+pub fn canonical_map(map: &Map<String, Value>) -> String {
+    let mut out = Vec::new();
+    write_object(map, &mut out);
+    into_string(out)
+}
+
+fn into_string(out: Vec<u8>) -> String {
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+// Straight into one buffer: the trail serialises every record, and a String
+// per key and per scalar was most of what that cost.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(value, out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_object(map, out),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => serde_json::to_writer(&mut *out, scalar).expect("writing to a Vec"),
     }
+}
+
+fn write_object(map: &Map<String, Value>, out: &mut Vec<u8>) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push(b'{');
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, key).expect("writing to a Vec");
+        out.push(b':');
+        write_canonical(value, out);
+    }
+    out.push(b'}');
 }
 
 /// Lowercase hex SHA-256.
@@ -68,12 +83,15 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// The line for `event` at position `seq` after the record hashed `prev`.
 /// `event` is a JSON object carrying at least `"event"`; the chain fields
 /// are added here and cannot be set by the event.
-pub fn line(seq: u64, time: &str, prev: &str, event: Map<String, Value>) -> String {
-    let mut record = event;
-    record.insert("seq".into(), seq.into());
-    record.insert("time".into(), time.into());
-    record.insert("prev".into(), prev.into());
-    let text = canonical(&Value::Object(record));
+///
+/// The chain fields are set in `event` itself (replacing any from an
+/// earlier, failed write) rather than in a copy: the writer keeps the map to
+/// retry with, and a copy per record cost as much as the serialisation.
+pub fn line(seq: u64, time: &str, prev: &str, event: &mut Map<String, Value>) -> String {
+    event.insert("seq".into(), seq.into());
+    event.insert("time".into(), time.into());
+    event.insert("prev".into(), prev.into());
+    let text = canonical_map(event);
     if text.len() <= MAX_RECORD_BYTES {
         return text;
     }
@@ -188,7 +206,7 @@ mod tests {
             .map(|i| (format!("key{i}"), Value::String("v".repeat(40))))
             .collect();
         event.insert("arguments".into(), Value::Object(wide));
-        let text = line(7, "2026-01-01T00:00:00Z", GENESIS, event);
+        let text = line(7, "2026-01-01T00:00:00Z", GENESIS, &mut event);
         assert!(text.len() <= MAX_RECORD_BYTES);
         let record: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(record["seq"], 7);

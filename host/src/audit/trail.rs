@@ -228,8 +228,8 @@ impl Trail {
         if repairs.is_empty() {
             return Ok(());
         }
-        let events: Vec<Map<String, Value>> = repairs.iter().map(|r| r.event.clone()).collect();
-        if let Err(e) = self.write_batch(&events, true) {
+        let mut events: Vec<Map<String, Value>> = repairs.iter().map(|r| r.event.clone()).collect();
+        if let Err(e) = self.write_batch(&mut events, true) {
             if e.landed < repairs.len() {
                 self.unrecorded = repairs.split_off(e.landed);
             }
@@ -252,7 +252,7 @@ impl Trail {
     /// returns. Rotates the segment once it is full.
     pub fn append(
         &mut self,
-        events: &[Map<String, Value>],
+        events: &mut [Map<String, Value>],
         durable: bool,
     ) -> Result<Appended, AppendError> {
         self.lock_exclusive().map_err(AppendError::before_writing)?;
@@ -266,7 +266,7 @@ impl Trail {
 
     fn append_locked(
         &mut self,
-        events: &[Map<String, Value>],
+        events: &mut [Map<String, Value>],
         durable: bool,
     ) -> Result<Appended, AppendError> {
         let repair = self.catch_up().map_err(AppendError::before_writing)?;
@@ -303,7 +303,9 @@ impl Trail {
     pub fn resume(&mut self) -> Result<(), AuditError> {
         let mut event = Map::new();
         event.insert("event".into(), "audit_resumed".into());
-        self.append(&[event], true).map(|_| ()).map_err(|e| e.error)
+        self.append(&mut [event], true)
+            .map(|_| ())
+            .map_err(|e| e.error)
     }
 
     fn lock_exclusive(&self) -> Result<(), AuditError> {
@@ -460,7 +462,7 @@ impl Trail {
 
     fn write_batch(
         &mut self,
-        events: &[Map<String, Value>],
+        events: &mut [Map<String, Value>],
         durable: bool,
     ) -> Result<Appended, AppendError> {
         let time = timestamp(SystemTime::now());
@@ -469,9 +471,9 @@ impl Trail {
         let mut head = self.head.clone();
         let mut buf = String::new();
         let mut line_ends = Vec::with_capacity(events.len());
-        for event in events {
+        for event in events.iter_mut() {
             seq += 1;
-            let line = record::line(seq, &time, &head, event.clone());
+            let line = record::line(seq, &time, &head, event);
             head = record::sha256_hex(line.as_bytes());
             buf.push_str(&line);
             buf.push('\n');

@@ -146,6 +146,11 @@ impl HttpServer {
             .with_allowed_origins(options.allowed_origins)
             .enforce_origin_validation()
             .with_max_request_body_bytes(options.max_message_bytes)
+            // A stateless request whose first message is its answer gets it
+            // as one JSON body instead of an event stream: one write, and
+            // no stream to frame and end. Anything sent before the answer
+            // (an approval's elicitation, progress) still streams.
+            .with_json_response(true)
             .with_cancellation_token(shutdown.child_token());
         let store = host.store.clone();
         let mut sessions = LocalSessionManager::default();

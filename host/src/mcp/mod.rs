@@ -113,6 +113,26 @@ impl McpSession {
         }
     }
 
+    /// Records the session's opening, once: when the client says it is
+    /// initialized, or at the session's first call if rmcp runs that first
+    /// (each message is handled in a task of its own, so a call sent right
+    /// after the notification can be handled before it).
+    fn record_opened(&self, peer: &rmcp::Peer<RoleServer>, extensions: &rmcp::model::Extensions) {
+        let client = peer.peer_info();
+        let client = client.as_deref();
+        self.session.record_opened(
+            &self.host.audit,
+            Event::SessionOpened {
+                session: self.session.id().to_string(),
+                transport: self.session.transport().as_str().to_string(),
+                client: client.map(|c| c.client_info.name.clone()),
+                client_version: client.map(|c| c.client_info.version.clone()),
+                protocol: client.map(|c| c.protocol_version.to_string()),
+                task: self.task(extensions),
+            },
+        );
+    }
+
     fn task(&self, extensions: &rmcp::model::Extensions) -> Option<String> {
         match &self.binding {
             Binding::Fixed(task) => task.clone(),
@@ -134,19 +154,7 @@ impl ServerHandler for McpSession {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let client = context.peer.peer_info();
-        let client = client.as_deref();
-        self.session.record_opened(
-            &self.host.audit,
-            Event::SessionOpened {
-                session: self.session.id().to_string(),
-                transport: self.session.transport().as_str().to_string(),
-                client: client.map(|c| c.client_info.name.clone()),
-                client_version: client.map(|c| c.client_info.version.clone()),
-                protocol: client.map(|c| c.protocol_version.to_string()),
-                task: self.task(&context.extensions),
-            },
-        );
+        self.record_opened(&context.peer, &context.extensions);
     }
 
     async fn list_tools(
@@ -163,8 +171,12 @@ impl ServerHandler for McpSession {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let task = self.task(&context.extensions);
+        let stateless = is_stateless_http(&context);
+        if !stateless {
+            self.record_opened(&context.peer, &context.extensions);
+        }
         let session = match &task {
-            Some(task) if is_stateless_http(&context) => self.host.task_session(task),
+            Some(task) if stateless => self.host.task_session(task),
             _ => self.session.clone(),
         };
         let call = || {

@@ -117,6 +117,8 @@ impl Sandbox {
             .total_core_instances(MAX_INSTANCES * CORE_INSTANCES_PER_INSTANCE)
             .total_memories(MAX_INSTANCES * MEMORIES_PER_INSTANCE)
             .total_tables(MAX_INSTANCES * TABLES_PER_INSTANCE)
+            // A store keeps the async stack of its last call for the next,
+            // so every live instance holds one.
             .total_stacks(MAX_INSTANCES)
             .max_memories_per_module(MEMORIES_PER_INSTANCE)
             .max_tables_per_module(TABLES_PER_INSTANCE)
@@ -258,7 +260,14 @@ impl PreparedPlugin {
             if Instant::now() >= ctx.data().deadline {
                 Ok(UpdateDeadline::Interrupt)
             } else {
-                Ok(UpdateDeadline::Yield(1))
+                // tokio's yield_now puts the task behind the others and
+                // behind a poll for I/O; a plain wake would rerun it at once
+                // from the worker's LIFO slot, and a spinning guest on a
+                // one-worker runtime would see no request arrive.
+                Ok(UpdateDeadline::YieldCustom(
+                    1,
+                    Box::pin(tokio::task::yield_now()),
+                ))
             }
         });
         let limits = self.shared.limits;

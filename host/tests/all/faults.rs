@@ -35,6 +35,34 @@ async fn an_endless_loop_times_out_and_the_host_keeps_serving() {
     client.cancel().await.unwrap();
 }
 
+/// With `--workers 1` a spinning guest shares the one thread with
+/// everything else: it must still let the session's other requests be read
+/// and answered while it runs.
+#[tokio::test]
+async fn a_spinning_plugin_on_a_one_worker_host_leaves_room_for_other_calls() {
+    let m = manifest(vec![
+        PluginEntry::fixture().with("limits = { call_timeout_ms = 20000 }"),
+        PluginEntry::helpdesk(),
+    ]);
+    let client = stdio(&m, &["--workers", "1"]).await;
+    {
+        let spin = refused(&client, "fixture_fault_run", json!({ "fault": "loop" }));
+        let others = async {
+            for _ in 0..20 {
+                let ticket = ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+                assert_eq!(ticket["key"], "T-1041");
+            }
+        };
+        tokio::pin!(spin);
+        tokio::select! {
+            biased;
+            looped = &mut spin => panic!("the spinning call ended first: {looped}"),
+            () = others => {}
+        }
+    }
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_plugin_waiting_inside_the_host_times_out_too() {
     let m = manifest(vec![

@@ -1,0 +1,207 @@
+//! Start-up and memory of the real binary.
+//!
+//! Start-up: spawn → `initialize` → first `tools/list` answered over stdio,
+//! for the example catalog and for a generated catalog of 50 plugins (the
+//! fixture component under 50 names), each with a cold compiled-component
+//! cache (emptied before every run) and a warm one.
+//!
+//! Memory (RSS from /proc): idle after start-up, after 100 000 calls (16 in
+//! flight on one stdio session), and with 1 000 live Streamable HTTP
+//! sessions each holding its own helpdesk instance.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::Bench;
+use crate::client::{Call, Era, HttpClient};
+use crate::common::{FAULT_RUN_ALLOW, HttpHost, Peer, rss_bytes, scratch_manifest};
+use crate::http::client_runtime;
+use crate::report::{Amount, Figure, Target};
+
+pub fn run(bench: &Bench) -> Vec<Figure> {
+    let runs = if bench.quick { 3 } else { 10 };
+    let calls = if bench.quick { 10_000 } else { 100_000 };
+    let sessions = if bench.quick { 100 } else { 1_000 };
+    let scratch = bench.root.join("target/bench/footprint-scratch");
+    let _ = std::fs::remove_dir_all(&scratch);
+    let example = scratch_manifest(&bench.root, &bench.manifest, &scratch.join("example"));
+    let fifty = generated_catalog(bench, &scratch.join("fifty"), 50);
+    let mut figures = Vec::new();
+
+    for (name, manifest, warm_limit) in [
+        ("example catalog", &example, 15.0),
+        ("50 plugins", &fifty, 100.0),
+    ] {
+        for warm in [false, true] {
+            let mut samples: Vec<Duration> = (0..runs)
+                .map(|_| {
+                    if !warm {
+                        let _ = std::fs::remove_dir_all(state_dir(manifest).join("cache"));
+                    }
+                    time_to_tools_list(bench, manifest)
+                })
+                .collect();
+            let mut figure = Figure::of(
+                "start-up",
+                format!(
+                    "spawn → first tools/list, {name}, {} cache",
+                    if warm { "warm" } else { "cold" }
+                ),
+                &mut samples,
+            );
+            if warm {
+                let ms = figure.p50_time().as_secs_f64() * 1e3;
+                figure = figure.target(Target::at_most(
+                    format!("≤ {warm_limit} ms"),
+                    ms,
+                    warm_limit,
+                ));
+            }
+            figures.push(figure);
+        }
+    }
+
+    let memory = |name: String, samples: Vec<u64>, limit_mib: Option<f64>| {
+        let mut samples = samples;
+        samples.sort();
+        let median = samples[samples.len() / 2];
+        let max = *samples.last().unwrap();
+        let figure = Figure::new(
+            "memory (RSS)",
+            name,
+            Amount::Bytes(median),
+            Amount::Bytes(max),
+        );
+        match limit_mib {
+            Some(limit) => figure.target(Target::at_most(
+                format!("≤ {limit} MB"),
+                median as f64 / 1e6,
+                limit,
+            )),
+            None => figure,
+        }
+    };
+    let repeats = if bench.quick { 1 } else { 3 };
+    figures.push(memory(
+        "idle, example catalog (stdio)".into(),
+        (0..runs).map(|_| idle(bench, &example)).collect(),
+        Some(15.0),
+    ));
+    figures.push(memory(
+        format!("after {calls} calls (stdio, 16 in flight)"),
+        (0..repeats)
+            .map(|_| after_calls(bench, &example, calls))
+            .collect(),
+        None,
+    ));
+    figures.push(memory(
+        format!("{sessions} HTTP sessions, each with a helpdesk instance"),
+        (0..repeats)
+            .map(|_| with_sessions(bench, &example, sessions))
+            .collect(),
+        (sessions == 1_000).then_some(100.0),
+    ));
+    let _ = std::fs::remove_dir_all(&scratch);
+    figures
+}
+
+fn state_dir(manifest: &Path) -> PathBuf {
+    manifest.parent().unwrap().join("state")
+}
+
+/// A manifest of `count` plugins, all the fixture component under other
+/// names, so start-up loads and vets `count` plugins.
+fn generated_catalog(bench: &Bench, dir: &Path, count: usize) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let component = bench.root.join("target/wasm32-wasip2/release/fixture.wasm");
+    assert!(
+        component.exists(),
+        "{} is missing: run `just build`",
+        component.display()
+    );
+    let mut text = String::from("[host]\nstate_dir = \"state\"\n\n");
+    for i in 0..count {
+        let name = format!("gen{i:02}");
+        text.push_str(&format!(
+            "[[plugin]]\nname = \"{name}\"\ncomponent = {:?}\nsha256 = \"{}\"\nconfig = {{ prefix = \"{name}\" }}\n\n\
+             [[plugin.tool]]\nname = \"{name}_echo_get\"\nrisk = \"read\"\n\n\
+             [[plugin.tool]]\nname = \"{name}_fault_run\"\nrisk = \"read\"\n{FAULT_RUN_ALLOW}\n\n",
+            component.display().to_string(),
+            "0".repeat(64),
+        ));
+    }
+    let path = dir.join("tools-manifest.toml");
+    std::fs::write(&path, text).unwrap();
+    bench.pin(&path);
+    path
+}
+
+fn time_to_tools_list(bench: &Bench, manifest: &Path) -> Duration {
+    let started = Instant::now();
+    let mut peer = Peer::start(bench.host_command(manifest, None));
+    let listed = peer.request("tools/list", json!({}));
+    let elapsed = started.elapsed();
+    assert!(
+        !listed["result"]["tools"].as_array().unwrap().is_empty(),
+        "{listed}"
+    );
+    drop(peer.stdin);
+    peer.child.wait().unwrap();
+    elapsed
+}
+
+fn idle(bench: &Bench, manifest: &Path) -> u64 {
+    let mut peer = Peer::start(bench.host_command(manifest, None));
+    peer.request("tools/list", json!({}));
+    std::thread::sleep(Duration::from_millis(500));
+    let rss = rss_bytes(peer.child.id());
+    drop(peer.stdin);
+    peer.child.wait().unwrap();
+    rss
+}
+
+fn after_calls(bench: &Bench, manifest: &Path, calls: usize) -> u64 {
+    let mut peer = Peer::start(bench.host_command(manifest, None));
+    let get = json!({ "name": "helpdesk_ticket_get", "arguments": { "key": "T-1041" } });
+    let depth = 16;
+    let mut sent = 0;
+    let mut received = 0;
+    while sent < depth.min(calls) {
+        peer.send("tools/call", get.clone());
+        sent += 1;
+    }
+    while received < calls {
+        peer.receive();
+        received += 1;
+        if sent < calls {
+            peer.send("tools/call", get.clone());
+            sent += 1;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let rss = rss_bytes(peer.child.id());
+    drop(peer.stdin);
+    peer.child.wait().unwrap();
+    rss
+}
+
+/// Opens `count` 2025-11-25 sessions over one keep-alive connection and
+/// makes one call in each, so each holds its own helpdesk instance; RSS is
+/// read while all are live.
+fn with_sessions(bench: &Bench, manifest: &Path, count: usize) -> u64 {
+    let host = HttpHost::start_with_env(&bench.binary, manifest, &crate::ENV);
+    let runtime = client_runtime();
+    runtime.block_on(async {
+        let call = Call::new("helpdesk_ticket_get", json!({ "key": "T-1041" }));
+        let mut client = HttpClient::connect(&host.url, Era::Sessions, None).await;
+        client.call(&call, true).await;
+        for _ in 1..count {
+            client.open_session().await;
+            client.call(&call, true).await;
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    rss_bytes(host.child.id())
+}
