@@ -200,7 +200,7 @@ pub struct ServeArgs {
 impl Cli {
     /// How many worker threads the async runtime gets when serving: one per
     /// core unless `--workers` says otherwise. One worker serves a stdio
-    /// session with about a fifth less CPU per call (no futex wake and
+    /// session with about a quarter less CPU per call (no futex wake and
     /// context switch for each hand-off between the request, handler and
     /// writer tasks), but a plugin call that computes for long then shares
     /// that thread with the session's other calls, each of which waits for
