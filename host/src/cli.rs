@@ -758,17 +758,14 @@ async fn call_recorded(
         None => None,
     };
     let session = Session::new(Transport::Cli);
-    session.record_opened(
-        &host.audit,
-        Event::SessionOpened {
-            session: session.id().to_string(),
-            transport: Transport::Cli.as_str().to_string(),
-            client: Some("toolhost call".to_string()),
-            client_version: Some(env!("CARGO_PKG_VERSION").to_string()),
-            protocol: None,
-            task: task.clone(),
-        },
-    );
+    session.record_opened(&host.audit, || Event::SessionOpened {
+        session: session.id().to_string(),
+        transport: Transport::Cli.as_str().to_string(),
+        client: Some("toolhost call".to_string()),
+        client_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+        protocol: None,
+        task: task.clone(),
+    });
     let outcome = host
         .call(&session, task.as_deref(), &args.tool, Some(arguments))
         .await;

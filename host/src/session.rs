@@ -77,9 +77,11 @@ impl Session {
     }
 
     /// Records the session's opening (once); its closing follows on drop.
-    pub fn record_opened(&self, audit: &Audit, event: Event) {
+    /// The record is built only the first time: callers may ask on every
+    /// call.
+    pub fn record_opened(&self, audit: &Audit, event: impl FnOnce() -> Event) {
         if self.opened.set(audit.clone()).is_ok() {
-            audit.record(event);
+            audit.record(event());
         }
     }
 

@@ -165,21 +165,7 @@ fn idle(bench: &Bench, manifest: &Path) -> u64 {
 fn after_calls(bench: &Bench, manifest: &Path, calls: usize) -> u64 {
     let mut peer = Peer::start(bench.host_command(manifest, None));
     let get = json!({ "name": "helpdesk_ticket_get", "arguments": { "key": "T-1041" } });
-    let depth = 16;
-    let mut sent = 0;
-    let mut received = 0;
-    while sent < depth.min(calls) {
-        peer.send("tools/call", get.clone());
-        sent += 1;
-    }
-    while received < calls {
-        peer.receive();
-        received += 1;
-        if sent < calls {
-            peer.send("tools/call", get.clone());
-            sent += 1;
-        }
-    }
+    crate::stdio::pipelined(&mut peer, &get, calls, 16);
     std::thread::sleep(Duration::from_millis(500));
     let rss = rss_bytes(peer.child.id());
     drop(peer.stdin);

@@ -24,7 +24,7 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
     let mut figures = Vec::new();
     for era in [Era::Sessions, Era::Stateless] {
         for clients in [1, 4, 16, 64] {
-            let load = runtime.block_on(load(&host, era, clients, calls, None));
+            let load = runtime.block_on(load(&host, era, clients, calls));
             let cpu = (cpu_time(host.child.id()) - load.cpu_before) / load.samples.len() as u32;
             let mut samples = load.samples;
             let rate = samples.len() as f64 / load.elapsed.as_secs_f64();
@@ -68,17 +68,11 @@ pub struct Load {
 /// `clients` clients calling `helpdesk_ticket_get` until `total` calls are
 /// done between them. One warm-up call each creates its session instance
 /// before the clock starts.
-pub async fn load(
-    host: &HttpHost,
-    era: Era,
-    clients: usize,
-    total: usize,
-    token: Option<&str>,
-) -> Load {
+pub async fn load(host: &HttpHost, era: Era, clients: usize, total: usize) -> Load {
     let call = Arc::new(Call::new("helpdesk_ticket_get", json!({ "key": "T-1041" })));
     let mut connected = Vec::with_capacity(clients);
     for _ in 0..clients {
-        let mut client = HttpClient::connect(&host.url, era, token).await;
+        let mut client = HttpClient::connect(&host.url, era, None).await;
         client.call(&call, true).await;
         connected.push(client);
     }
@@ -148,7 +142,7 @@ fn spin(bench: &Bench, runtime: &tokio::runtime::Runtime) -> Vec<Figure> {
     bench.pin(&manifest);
     let host = HttpHost::start_with_env(&bench.binary, &manifest, &crate::ENV);
 
-    let calm = runtime.block_on(load(&host, Era::Sessions, 4, calls, None));
+    let calm = runtime.block_on(load(&host, Era::Sessions, 4, calls));
     let spinning = Arc::new(AtomicBool::new(true));
     let spins = Arc::new(AtomicUsize::new(0));
     let attacker = {
@@ -170,7 +164,7 @@ fn spin(bench: &Bench, runtime: &tokio::runtime::Runtime) -> Vec<Figure> {
     let attacked = runtime.block_on(async {
         // The spinning call is under way before the clock starts.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        load(&host, Era::Sessions, 4, calls, None).await
+        load(&host, Era::Sessions, 4, calls).await
     });
     spinning.store(false, Ordering::Relaxed);
     runtime.block_on(attacker).unwrap();

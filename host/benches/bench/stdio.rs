@@ -18,47 +18,33 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
     let (runs, calls) = if bench.quick { (3, 500) } else { (10, 5_000) };
     let mut figures = Vec::new();
 
-    let mut startup = Vec::new();
-    let mut first_call = Vec::new();
-    let mut steady = Vec::new();
-    let mut cpu = Vec::new();
-    let mut answer = Value::Null;
-    for _ in 0..runs {
-        let run = sequential(bench.host_command(&bench.manifest, None), calls);
-        startup.push(run.startup);
-        first_call.push(run.first_call);
-        cpu.push(run.cpu_per_call);
-        steady.extend(run.steady);
-        answer = run.answer;
-    }
-
+    let mut host = repeat(runs, calls, || bench.host_command(&bench.manifest, None));
     // The do-nothing server answers every call with the host's own answer,
     // so the client parses the same bytes.
-    let mut null_steady = Vec::new();
-    for _ in 0..runs {
+    let mut null = repeat(runs, calls, || {
         let mut null = Command::new(std::env::current_exe().unwrap());
         null.arg(crate::NULL_SERVER_FLAG)
-            .env(crate::NULL_RESULT_ENV, answer.to_string());
-        null_steady.extend(sequential(null, calls).steady);
-    }
+            .env(crate::NULL_RESULT_ENV, host.answer.to_string());
+        null
+    });
     let null = Figure::of(
         SECTION,
         "do-nothing stdio server, sequential (same client)",
-        &mut null_steady,
+        &mut null.steady,
     );
     let floor = null.p50_time();
 
     figures.push(Figure::of(
         SECTION,
         "spawn → initialize answered (warm cache)",
-        &mut startup,
+        &mut host.startup,
     ));
     figures.push(Figure::of(
         SECTION,
         "first helpdesk_ticket_get (creates the session instance)",
-        &mut first_call,
+        &mut host.first_call,
     ));
-    let seq = Figure::of(SECTION, "helpdesk_ticket_get, sequential", &mut steady);
+    let seq = Figure::of(SECTION, "helpdesk_ticket_get, sequential", &mut host.steady);
     let ratio = seq.p50_time().as_secs_f64() / floor.as_secs_f64();
     let seq = seq.target(Target::at_most(
         format!(
@@ -72,28 +58,24 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
     figures.push(null);
     figures.push(cpu_figure(
         "server CPU per sequential call (over runs)",
-        &mut cpu,
+        &mut host.cpu,
     ));
 
     // The same on a one-worker runtime (`--workers 1`), the lower-CPU
     // choice for one stdio session.
-    let mut one_steady = Vec::new();
-    let mut one_cpu = Vec::new();
-    for _ in 0..runs {
+    let mut one = repeat(runs, calls, || {
         let mut command = bench.host_command(&bench.manifest, None);
         command.args(["--workers", "1"]);
-        let run = sequential(command, calls);
-        one_cpu.push(run.cpu_per_call);
-        one_steady.extend(run.steady);
-    }
+        command
+    });
     figures.push(Figure::of(
         SECTION,
         "helpdesk_ticket_get, sequential, --workers 1",
-        &mut one_steady,
+        &mut one.steady,
     ));
     figures.push(cpu_figure(
         "server CPU per sequential call, --workers 1 (over runs)",
-        &mut one_cpu,
+        &mut one.cpu,
     ));
 
     // The same calls in a task-bound session (every call checks and charges
@@ -101,22 +83,16 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
     let scratch = std::env::temp_dir().join(format!("toolhost-bench-{}", std::process::id()));
     let bound = scratch_manifest(&bench.root, &bench.manifest, &scratch);
     let token = open_task(&bench.binary, &bound, &["helpdesk_ticket_close"]);
-    let mut bound_steady = Vec::new();
-    let mut bound_cpu = Vec::new();
-    for _ in 0..runs {
-        let run = sequential(bench.host_command(&bound, Some(&token)), calls);
-        bound_cpu.push(run.cpu_per_call);
-        bound_steady.extend(run.steady);
-    }
+    let mut bound_runs = repeat(runs, calls, || bench.host_command(&bound, Some(&token)));
     let _ = std::fs::remove_dir_all(&scratch);
     figures.push(Figure::of(
         SECTION,
         "helpdesk_ticket_get, task-bound session (charged per call)",
-        &mut bound_steady,
+        &mut bound_runs.steady,
     ));
     figures.push(cpu_figure(
         "server CPU per task-bound call (over runs)",
-        &mut bound_cpu,
+        &mut bound_runs.cpu,
     ));
 
     for depth in [4, 16, 64] {
@@ -137,6 +113,35 @@ struct Sequential {
     steady: Vec<Duration>,
     cpu_per_call: Duration,
     answer: Value,
+}
+
+/// What `runs` sequential runs of `calls` calls measured together; `answer`
+/// is the last run's answer to the call.
+struct Runs {
+    startup: Vec<Duration>,
+    first_call: Vec<Duration>,
+    steady: Vec<Duration>,
+    cpu: Vec<Duration>,
+    answer: Value,
+}
+
+fn repeat(runs: usize, calls: usize, command: impl Fn() -> Command) -> Runs {
+    let mut all = Runs {
+        startup: Vec::new(),
+        first_call: Vec::new(),
+        steady: Vec::new(),
+        cpu: Vec::new(),
+        answer: Value::Null,
+    };
+    for _ in 0..runs {
+        let run = sequential(command(), calls);
+        all.startup.push(run.startup);
+        all.first_call.push(run.first_call);
+        all.cpu.push(run.cpu_per_call);
+        all.steady.extend(run.steady);
+        all.answer = run.answer;
+    }
+    all
 }
 
 fn sequential(command: Command, calls: usize) -> Sequential {
@@ -174,13 +179,27 @@ fn in_flight(bench: &Bench, calls: usize, depth: usize) -> Figure {
     let mut peer = Peer::start(bench.host_command(&bench.manifest, None));
     let get = json!({ "name": "helpdesk_ticket_get", "arguments": { "key": "T-1041" } });
     peer.request("tools/call", get.clone());
-    let mut sent_at = std::collections::HashMap::with_capacity(depth);
-    let mut latencies = Vec::with_capacity(calls);
     let cpu_before = cpu_time(peer.child.id());
     let started = Instant::now();
+    let mut latencies = pipelined(&mut peer, &get, calls, depth);
+    let elapsed = started.elapsed();
+    let cpu = (cpu_time(peer.child.id()) - cpu_before) / calls as u32;
+    drop(peer.stdin);
+    peer.child.wait().unwrap();
+    Figure::of(SECTION, format!("{depth} in flight"), &mut latencies)
+        .rate(calls as f64 / elapsed.as_secs_f64())
+        .cpu(cpu)
+        .target(cpu_target(cpu))
+}
+
+/// Makes `calls` calls of `call` with `depth` kept in flight (each answer is
+/// followed at once by a new request); the latency of each.
+pub fn pipelined(peer: &mut Peer, call: &Value, calls: usize, depth: usize) -> Vec<Duration> {
+    let mut sent_at = std::collections::HashMap::with_capacity(depth);
+    let mut latencies = Vec::with_capacity(calls);
     let mut sent = 0;
     while sent < depth.min(calls) {
-        sent_at.insert(peer.send("tools/call", get.clone()), Instant::now());
+        sent_at.insert(peer.send("tools/call", call.clone()), Instant::now());
         sent += 1;
     }
     while latencies.len() < calls {
@@ -190,18 +209,11 @@ fn in_flight(bench: &Bench, calls: usize, depth: usize) -> Figure {
             .expect("an answer to a request in flight");
         latencies.push(at.elapsed());
         if sent < calls {
-            sent_at.insert(peer.send("tools/call", get.clone()), Instant::now());
+            sent_at.insert(peer.send("tools/call", call.clone()), Instant::now());
             sent += 1;
         }
     }
-    let elapsed = started.elapsed();
-    let cpu = (cpu_time(peer.child.id()) - cpu_before) / calls as u32;
-    drop(peer.stdin);
-    peer.child.wait().unwrap();
-    Figure::of(SECTION, format!("{depth} in flight"), &mut latencies)
-        .rate(calls as f64 / elapsed.as_secs_f64())
-        .cpu(cpu)
-        .target(cpu_target(cpu))
+    latencies
 }
 
 /// The do-nothing server: reads JSON-RPC lines and answers each request at

@@ -132,10 +132,6 @@ pub struct HttpHost {
 }
 
 impl HttpHost {
-    pub fn start(binary: &Path, manifest: &Path) -> HttpHost {
-        HttpHost::start_with_env(binary, manifest, &[])
-    }
-
     pub fn start_with_env(binary: &Path, manifest: &Path, env: &[(&str, &str)]) -> HttpHost {
         let mut child = Command::new(binary)
             .envs(env.iter().copied())
@@ -165,43 +161,6 @@ impl Drop for HttpHost {
     }
 }
 
-/// One measured load: throughput, latency and the server's CPU per call.
-pub struct Row {
-    pub name: String,
-    pub calls_per_sec: f64,
-    pub p50: Duration,
-    pub p99: Duration,
-    pub cpu_per_call: Duration,
-}
-
-impl Row {
-    pub fn json(&self) -> Value {
-        json!({
-            "name": self.name,
-            "calls_per_sec": self.calls_per_sec,
-            "p50_us": self.p50.as_secs_f64() * 1e6,
-            "p99_us": self.p99.as_secs_f64() * 1e6,
-            "server_cpu_per_call_us": self.cpu_per_call.as_secs_f64() * 1e6,
-        })
-    }
-}
-
-/// Prints `rows` as a markdown table headed by `title`.
-pub fn print_rows(title: &str, rows: &[Row]) {
-    println!("| {title} | calls/s | p50 | p99 | server CPU/call |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    for row in rows {
-        println!(
-            "| {} | {:.0} | {} | {} | {} |",
-            row.name,
-            row.calls_per_sec,
-            micros(row.p50),
-            micros(row.p99),
-            micros(row.cpu_per_call)
-        );
-    }
-}
-
 /// Writes `results` to `target/bench/<file>`.
 pub fn save(root: &Path, file: &str, results: &Value) {
     let out = root.join("target/bench");
@@ -222,17 +181,6 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// Starts a host on stdio and completes the handshake.
-    pub fn spawn(binary: &Path, manifest: &Path, env: &[(&str, &str)]) -> Peer {
-        let mut command = Command::new(binary);
-        command
-            .envs(env.iter().copied())
-            .args(["serve", "--stdio", "--manifest"])
-            .arg(manifest)
-            .env("TOOLHOST_LOG", "warn");
-        Peer::start(command)
-    }
-
     /// Starts `command` as a stdio MCP server and completes the handshake.
     pub fn start(mut command: Command) -> Peer {
         let mut child = command

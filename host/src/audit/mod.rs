@@ -235,10 +235,7 @@ impl Audit {
             return Err(AuditError::Stopped.to_string());
         }
         drop(sender);
-        if let Inner::Writer { writer, urgent, .. } = &*self.inner {
-            urgent.store(true, Ordering::Release);
-            writer.unpark();
-        }
+        self.wake_writer();
         let outcome = done_rx
             .recv()
             .unwrap_or_else(|_| Err(AuditError::Stopped.to_string()));
@@ -248,11 +245,16 @@ impl Audit {
         outcome
     }
 
+    /// Ends a gathering wait of the writer: something waits for it.
+    fn wake_writer(&self) {
+        if let Inner::Writer { writer, urgent, .. } = &*self.inner {
+            urgent.store(true, Ordering::Release);
+            writer.unpark();
+        }
+    }
+
     fn send(&self, message: Message) -> Result<(), AuditError> {
-        let Inner::Writer {
-            tx, writer, urgent, ..
-        } = &*self.inner
-        else {
+        let Inner::Writer { tx, .. } = &*self.inner else {
             return Err(AuditError::Stopped);
         };
         let is_urgent = matches!(message, Message::Record { ack: Some(_), .. });
@@ -261,9 +263,9 @@ impl Audit {
             Some(sender) => sender.send(message).map_err(|_| AuditError::Stopped)?,
             None => return Err(AuditError::Stopped),
         }
+        drop(guard);
         if is_urgent {
-            urgent.store(true, Ordering::Release);
-            writer.unpark();
+            self.wake_writer();
         }
         Ok(())
     }

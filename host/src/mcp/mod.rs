@@ -118,10 +118,9 @@ impl McpSession {
     /// (each message is handled in a task of its own, so a call sent right
     /// after the notification can be handled before it).
     fn record_opened(&self, peer: &rmcp::Peer<RoleServer>, extensions: &rmcp::model::Extensions) {
-        let client = peer.peer_info();
-        let client = client.as_deref();
-        self.session.record_opened(
-            &self.host.audit,
+        self.session.record_opened(&self.host.audit, || {
+            let client = peer.peer_info();
+            let client = client.as_deref();
             Event::SessionOpened {
                 session: self.session.id().to_string(),
                 transport: self.session.transport().as_str().to_string(),
@@ -129,8 +128,8 @@ impl McpSession {
                 client_version: client.map(|c| c.client_info.version.clone()),
                 protocol: client.map(|c| c.protocol_version.to_string()),
                 task: self.task(extensions),
-            },
-        );
+            }
+        });
     }
 
     fn task(&self, extensions: &rmcp::model::Extensions) -> Option<String> {
