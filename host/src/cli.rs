@@ -603,7 +603,7 @@ async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
             scaffold::write(&dir, &name, &sdk)?;
             eprintln!("created plugin `{name}` in {}", dir.display());
             let (component, digest) = if no_build {
-                let wasm = dir.join(format!("target/wasm32-wasip2/release/{name}.wasm"));
+                let wasm = dir.join(scaffold::component_path(&name));
                 (std::path::absolute(&wasm).unwrap_or(wasm), None)
             } else {
                 eprintln!("building it for wasm32-wasip2 …");

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::catalog;
+use crate::catalog::{self, ToolSchema};
 use crate::lint::{self, Described, Report};
-use crate::manifest::{DEFAULT_WASM_STACK_KIB, Limits, PluginName, Sha256Digest, ToolName};
+use crate::manifest::{PluginName, Sha256Digest, ToolName};
 use crate::sandbox::{EngineSettings, Sandbox};
 use crate::store::{SqliteStore, Store};
 
@@ -68,13 +68,10 @@ pub async fn inspect(path: &Path) -> Result<Inspection, InspectError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let sha256 = Sha256Digest::of(&bytes).to_string();
-    let settings = EngineSettings {
-        largest_memory: Limits::default().memory_bytes,
-        wasm_stack: (DEFAULT_WASM_STACK_KIB as usize) << 10,
-        fuel: false,
-    };
-    let sandbox = Sandbox::new(None, settings).map_err(|e| InspectError::Host(e.to_string()))?;
+    let digest = Sha256Digest::of(&bytes);
+    let sha256 = digest.to_string();
+    let sandbox = Sandbox::new(None, EngineSettings::default())
+        .map_err(|e| InspectError::Host(e.to_string()))?;
     let mut inspection = Inspection {
         file: path.to_path_buf(),
         bytes: bytes.len(),
@@ -85,7 +82,15 @@ pub async fn inspect(path: &Path) -> Result<Inspection, InspectError> {
         tools: Vec::new(),
         lint: Report::default(),
     };
-    match sandbox.interfaces(&bytes) {
+    // Compiling is CPU-heavy; the component compiled here is the one
+    // describing it below reuses.
+    let interfaces = tokio::task::spawn_blocking({
+        let (sandbox, bytes) = (sandbox.clone(), bytes.clone());
+        move || sandbox.interfaces(&bytes, &digest)
+    })
+    .await
+    .map_err(|e| InspectError::Host(e.to_string()))?;
+    match interfaces {
         Ok(interfaces) => {
             inspection.imports = interfaces.imports;
             inspection.exports = interfaces.exports;
@@ -132,16 +137,29 @@ pub async fn inspect(path: &Path) -> Result<Inspection, InspectError> {
         ));
         return Ok(inspection);
     }
-    let mut inputs: Vec<Map<String, Value>> = Vec::with_capacity(specs.len());
+    // Checked as loading checks them, so what fits here is what `serve`
+    // accepts.
+    let mut inputs = Vec::with_capacity(specs.len());
     for spec in &specs {
-        let input = match serde_json::from_str(&spec.input_schema) {
-            Ok(Value::Object(map)) => map,
-            _ => {
-                inspection.misfit = Some(format!(
-                    "the input schema of `{}` is not a JSON object",
-                    spec.name
-                ));
-                Map::new()
+        let parse = |kind: &str, text: &str| {
+            ToolSchema::parse(text)
+                .map(|schema| schema.document().clone())
+                .map_err(|e| format!("the {kind} schema of `{}` is refused: {e}", spec.name))
+        };
+        let checked = parse("input", &spec.input_schema).and_then(|input| {
+            let output = spec
+                .output_schema
+                .as_deref()
+                .map(|text| parse("output", text))
+                .transpose()?;
+            Ok((input, output))
+        });
+        let (input, output) = match checked {
+            Ok(schemas) => schemas,
+            Err(reason) => {
+                inspection.misfit = Some(reason);
+                inspection.tools.clear();
+                return Ok(inspection);
             }
         };
         inspection.tools.push(InspectedTool {
@@ -149,11 +167,8 @@ pub async fn inspect(path: &Path) -> Result<Inspection, InspectError> {
             title: spec.title.clone(),
             description: spec.description.clone(),
             risk: lint::risk_of_verb(&spec.name).as_str(),
-            input_schema: Value::Object(input.clone()),
-            output_schema: spec
-                .output_schema
-                .as_deref()
-                .map(|s| serde_json::from_str(s).unwrap_or(Value::String(s.into()))),
+            input_schema: Value::Object((*input).clone()),
+            output_schema: output.map(|o| Value::Object((*o).clone())),
         });
         inputs.push(input);
     }
@@ -163,7 +178,7 @@ pub async fn inspect(path: &Path) -> Result<Inspection, InspectError> {
         .map(|(spec, input)| Described {
             name: &spec.name,
             description: &spec.description,
-            input,
+            input: input.as_ref(),
         })
         .collect();
     inspection.lint = lint::lint_described(&described);

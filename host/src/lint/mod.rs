@@ -268,7 +268,8 @@ pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
     let mut report = Report {
         findings: findings.list,
     };
-    apply_allows(&mut report, manifest);
+    let refused: Vec<&str> = catalog.refusals.iter().map(|r| r.plugin.as_str()).collect();
+    apply_allows(&mut report, manifest, &refused);
     report.findings.sort_by(|a, b| {
         (a.allowed.is_some(), a.severity, &a.plugin, &a.tool, a.rule).cmp(&(
             b.allowed.is_some(),
@@ -351,8 +352,9 @@ fn refused(findings: &mut Findings, refusal: &Refusal) {
 
 /// Marks findings the manifest accepts with a reason, and reports allows
 /// that name no rule or match no finding (stale exceptions hide nothing, but
-/// they mislead the next reader of the manifest).
-fn apply_allows(report: &mut Report, manifest: &Manifest) {
+/// they mislead the next reader of the manifest). The tools of a `refused`
+/// plugin were not linted, so their allows cannot be called unused.
+fn apply_allows(report: &mut Report, manifest: &Manifest, refused: &[&str]) {
     let mut extra = Findings { list: Vec::new() };
     for plugin in &manifest.plugins {
         for tool in &plugin.tools {
@@ -381,7 +383,7 @@ fn apply_allows(report: &mut Report, manifest: &Manifest) {
                     finding.allowed = Some(reason.clone());
                     used = true;
                 }
-                if !used {
+                if !used && !refused.contains(&plugin_name) {
                     extra.push(
                         Rule::AllowUnused,
                         plugin_name,

@@ -219,12 +219,12 @@ pub fn collisions(findings: &mut Findings, tools: &[Subject<'_>]) {
                     "`{}` and `{}` name the same object and verbs of the same meaning",
                     a.name, b.name
                 ))
-            } else if strsim::levenshtein(a.name, b.name) <= NAME_DISTANCE {
+            } else if let Some(distance) =
+                Some(strsim::levenshtein(a.name, b.name)).filter(|&d| d <= NAME_DISTANCE)
+            {
                 Some(format!(
-                    "`{}` and `{}` differ by {} character(s)",
-                    a.name,
-                    b.name,
-                    strsim::levenshtein(a.name, b.name)
+                    "`{}` and `{}` differ by {distance} character(s)",
+                    a.name, b.name
                 ))
             } else {
                 let overlap = jaccard(&described[i], &described[j]);

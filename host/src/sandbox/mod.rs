@@ -70,6 +70,17 @@ pub struct EngineSettings {
     pub fuel: bool,
 }
 
+impl Default for EngineSettings {
+    /// What a manifest without plugins or `[host]` settings gives.
+    fn default() -> EngineSettings {
+        EngineSettings {
+            largest_memory: Limits::default().memory_bytes,
+            wasm_stack: (crate::manifest::DEFAULT_WASM_STACK_KIB as usize) << 10,
+            fuel: false,
+        }
+    }
+}
+
 impl EngineSettings {
     pub fn of(manifest: &Manifest) -> EngineSettings {
         EngineSettings {
@@ -177,23 +188,7 @@ impl Sandbox {
         shared: Arc<PluginShared>,
     ) -> Result<(PreparedPlugin, Origin), SandboxError> {
         let load_error = |e: wasmtime::Error| SandboxError::Load(format!("{e:#}"));
-        let cell = self
-            .compiled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(*digest)
-            .or_default()
-            .clone();
-        let (component, origin) = cell
-            .get_or_init(|| {
-                match &self.cache {
-                    Some(cache) => cache.load_or_compile(&self.engine, bytes, digest),
-                    None => Component::new(&self.engine, bytes).map(|c| (c, Origin::Compiled)),
-                }
-                .map_err(|e| format!("{e:#}"))
-            })
-            .clone()
-            .map_err(SandboxError::Load)?;
+        let (component, origin) = self.compile(bytes, digest)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -217,11 +212,41 @@ pub struct Interfaces {
 }
 
 impl Sandbox {
-    /// Compiles `bytes` and lists what the component imports and exports,
-    /// without linking or running it.
-    pub fn interfaces(&self, bytes: &[u8]) -> Result<Interfaces, SandboxError> {
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| SandboxError::Load(format!("{e:#}")))?;
+    /// The component for `bytes`, compiled (or loaded from the cache) once
+    /// per digest however many plugins or callers ask.
+    fn compile(
+        &self,
+        bytes: &[u8],
+        digest: &Sha256Digest,
+    ) -> Result<(Component, Origin), SandboxError> {
+        let cell = self
+            .compiled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(*digest)
+            .or_default()
+            .clone();
+        cell.get_or_init(|| {
+            match &self.cache {
+                Some(cache) => cache.load_or_compile(&self.engine, bytes, digest),
+                None => Component::new(&self.engine, bytes).map(|c| (c, Origin::Compiled)),
+            }
+            .map_err(|e| format!("{e:#}"))
+        })
+        .clone()
+        .map_err(SandboxError::Load)
+    }
+
+    /// Compiles `bytes` (once: a later [`Sandbox::prepare`] of the same
+    /// digest reuses it) and lists what the component imports and exports,
+    /// without linking or running it. CPU-heavy: run it off the async
+    /// runtime.
+    pub fn interfaces(
+        &self,
+        bytes: &[u8],
+        digest: &Sha256Digest,
+    ) -> Result<Interfaces, SandboxError> {
+        let (component, _) = self.compile(bytes, digest)?;
         let ty = component.component_type();
         Ok(Interfaces {
             imports: ty

@@ -40,6 +40,12 @@ pub fn default_sdk() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/sdk")
 }
 
+/// Where a plugin's release build puts its component, relative to its
+/// crate's folder.
+pub fn component_path(name: &PluginName) -> PathBuf {
+    PathBuf::from(format!("target/wasm32-wasip2/release/{name}.wasm"))
+}
+
 /// Writes the crate for plugin `name` into `dir`.
 pub fn write(dir: &Path, name: &PluginName, sdk: &Path) -> Result<(), ScaffoldError> {
     let sdk = std::fs::canonicalize(sdk)
@@ -53,10 +59,7 @@ pub fn write(dir: &Path, name: &PluginName, sdk: &Path) -> Result<(), ScaffoldEr
         template
             .replace("{{name}}", name.as_str())
             .replace("{{sdk}}", &toml_string(&sdk.display().to_string()))
-            .replace(
-                "{{wasm}}",
-                &format!("target/wasm32-wasip2/release/{name}.wasm"),
-            )
+            .replace("{{wasm}}", &component_path(name).display().to_string())
     };
     for (file, template) in [
         ("Cargo.toml", CARGO_TOML),

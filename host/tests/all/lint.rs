@@ -176,3 +176,28 @@ fn serve_refuses_a_catalog_with_lint_errors_and_says_which() {
         out.stderr
     );
 }
+
+/// `plugin inspect` lints what a component describes, with risk classes
+/// assumed from the verbs, and fails on an error: the fixture's catch-all
+/// `fixture_fault_run` has a vague verb.
+#[test]
+fn inspect_fails_a_component_whose_tools_have_lint_errors() {
+    let out = toolhost()
+        .args(["plugin", "inspect"])
+        .arg(wasm("fixture"))
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["misfit"], Value::Null, "{report:#}");
+    let vague: Vec<&Value> = report["lint"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "name-vague-verb")
+        .collect();
+    assert_eq!(vague.len(), 1, "{report:#}");
+    assert_eq!(vague[0]["tool"], "fixture_fault_run");
+    assert_eq!(vague[0]["severity"], "error");
+}

@@ -554,7 +554,6 @@ fn lost_race(store: &mut impl Store, slug: &str, now: u64, attempt: Attempt) -> 
 /// only an approved delete may remove (and that one keeps for 30 days). The
 /// copy comes first so that the old text is kept whatever call fails; if the
 /// note's own write then does not happen, the copy is removed again.
-/// notes_note_save.
 pub fn save(store: &mut impl Store, a: SaveArgs, now: u64) -> Result<Saved, NoteError> {
     let slug = checked_slug(a.slug)?;
     purge(store, note::HISTORY_PREFIX, note::history_expired, now)?;
@@ -641,7 +640,6 @@ fn keep_replaced(store: &mut impl Store, old: &Note, now: u64) -> Result<String,
 ///
 /// The copy comes first so that the note's text is in the trash before the
 /// note is gone, whatever call fails.
-/// notes_note_delete.
 pub fn delete(store: &mut impl Store, a: DeleteArgs, now: u64) -> Result<Trashed, NoteError> {
     let slug = checked_slug(a.slug)?;
     purge(store, note::TRASH_PREFIX, note::trash_expired, now)?;

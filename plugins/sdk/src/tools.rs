@@ -9,8 +9,6 @@
 //! closes an object. The host validates arguments against the input schema
 //! before the function runs, and `toolhost lint` checks that it is bounded.
 
-use std::collections::BTreeMap;
-
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
 use serde::Serialize;
@@ -22,12 +20,13 @@ use crate::bindings::toolhost::plugin::types::{CallContext, ToolError, ToolSpec}
 type Handler = Box<dyn Fn(&CallContext, &str) -> Result<String, ToolError>>;
 
 /// One tool: what `describe()` says of it, and the function behind it.
-/// Its schemas are generated only when `describe()` asks: an instance made
-/// for one call only dispatches, and must not pay for every tool's schema.
+/// Its schemas and owned strings are made only when `describe()` asks: an
+/// instance made for one call only dispatches, and must not pay for every
+/// tool's texts and schemas.
 struct Entry {
-    name: String,
-    title: String,
-    description: String,
+    name: &'static str,
+    title: &'static str,
+    description: &'static str,
     schemas: fn() -> (String, Option<String>),
     handler: Handler,
 }
@@ -42,12 +41,12 @@ fn schemas_of<A: JsonSchema, R: JsonSchema>() -> (String, Option<String>) {
 
 /// The tools of one plugin, in the order `describe()` lists them.
 ///
-/// Build it in a plain function and hand that to [`export_plugin!`]
-/// (crate::export_plugin); the SDK builds it once per instance.
+/// Build it in a plain function and hand that to
+/// [`export_plugin!`](crate::export_plugin); the SDK builds it once per
+/// instance.
 #[derive(Default)]
 pub struct Toolbox {
     tools: Vec<Entry>,
-    index: BTreeMap<String, usize>,
 }
 
 impl Toolbox {
@@ -66,13 +65,13 @@ impl Toolbox {
     ///
     /// # Panics
     ///
-    /// If two tools share a name: a plugin bug, found at the first
-    /// `describe()`.
+    /// If two tools share a name: a plugin bug, found when the toolbox is
+    /// built (at an instance's first `describe()` or `call`).
     pub fn tool<A, R, F>(
         mut self,
-        name: &str,
-        title: &str,
-        description: &str,
+        name: &'static str,
+        title: &'static str,
+        description: &'static str,
         handler: F,
     ) -> Toolbox
     where
@@ -81,7 +80,7 @@ impl Toolbox {
         F: Fn(&CallContext, A) -> Result<R, ToolError> + 'static,
     {
         assert!(
-            !self.index.contains_key(name),
+            !self.tools.iter().any(|t| t.name == name),
             "tool `{name}` is added twice"
         );
         let handler: Handler = Box::new(move |context, arguments| {
@@ -99,11 +98,10 @@ impl Toolbox {
                 )
             })
         });
-        self.index.insert(name.to_string(), self.tools.len());
         self.tools.push(Entry {
-            name: name.to_string(),
-            title: title.to_string(),
-            description: description.to_string(),
+            name,
+            title,
+            description,
             schemas: schemas_of::<A, R>,
             handler,
         });
@@ -117,9 +115,9 @@ impl Toolbox {
             .map(|t| {
                 let (input_schema, output_schema) = (t.schemas)();
                 ToolSpec {
-                    name: t.name.clone(),
-                    title: t.title.clone(),
-                    description: t.description.clone(),
+                    name: t.name.to_string(),
+                    title: t.title.to_string(),
+                    description: t.description.to_string(),
                     input_schema,
                     output_schema,
                 }
@@ -134,8 +132,8 @@ impl Toolbox {
         arguments: &str,
         context: &CallContext,
     ) -> Result<String, ToolError> {
-        match self.index.get(name) {
-            Some(&i) => (self.tools[i].handler)(context, arguments),
+        match self.tools.iter().find(|t| t.name == name) {
+            Some(tool) => (tool.handler)(context, arguments),
             None => Err(ToolError::new(
                 "unknown_tool",
                 format!("this plugin has no tool `{name}`"),
