@@ -20,6 +20,7 @@ pub mod mcp;
 pub mod operator;
 pub mod policy;
 pub mod queue;
+pub mod redact;
 pub mod sandbox;
 pub mod scaffold;
 pub mod session;

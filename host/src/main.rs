@@ -4,8 +4,12 @@ use tracing_subscriber::EnvFilter;
 fn main() -> std::process::ExitCode {
     // Logs go to stderr: in stdio mode stdout belongs to JSON-RPC alone.
     // Each line passes the redactor once the host knows its secrets.
+    let logs = toolhost::redact::LogRedaction::default();
     tracing_subscriber::fmt()
-        .with_writer(|| toolhost::gate::redact::RedactingStderr)
+        .with_writer({
+            let logs = logs.clone();
+            move || logs.stderr()
+        })
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             EnvFilter::try_from_env("TOOLHOST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
@@ -24,7 +28,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(toolhost::cli::run(cli)) {
+    match runtime.block_on(toolhost::cli::run(cli, logs)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // Operator-facing: plain text on stderr, with its file:line and fix.

@@ -7,6 +7,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::redact::{self, Redactor};
+
 /// A decision worth recording.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -151,12 +153,12 @@ pub struct CallRecord {
 
 impl Event {
     /// The event as the JSON object the trail writes, with every secret
-    /// value the host knows redacted.
-    pub fn into_map(self) -> Map<String, Value> {
+    /// value `redactor` knows redacted.
+    pub fn into_map(self, redactor: &Redactor) -> Map<String, Value> {
         match serde_json::to_value(self) {
             Ok(mut value @ Value::Object(_)) => {
-                if let Some(redactor) = crate::gate::redact::installed() {
-                    crate::gate::redact::json(redactor, &mut value);
+                if !redactor.is_empty() {
+                    redact::json(redactor, &mut value);
                 }
                 match value {
                     Value::Object(map) => map,

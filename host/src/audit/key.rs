@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 
 use super::AuditError;
-use super::trail::{sync_dir, write_private};
+use super::files::{sync_dir, write_private};
 
 const KEY_FILE: &str = "audit.key";
 /// How a public key is written for people: `ed25519:<64 hex>`.
@@ -20,20 +20,20 @@ pub fn key_path(state_dir: &Path) -> PathBuf {
 }
 
 /// Loads the signing key, creating it if there is none. Callers hold the
-/// trail's lock, so two processes never both create one.
-pub fn load_or_create(state_dir: &Path) -> Result<SigningKey, AuditError> {
+/// trail's lock, so two processes never both create one. `trail_exists` is
+/// asked only when the key is missing: a key is not made afresh beside a
+/// trail that an earlier one signed.
+pub fn load_or_create(
+    state_dir: &Path,
+    trail_exists: impl FnOnce() -> Result<bool, AuditError>,
+) -> Result<SigningKey, AuditError> {
     let path = key_path(state_dir);
     match load(&path) {
         Ok(key) => return Ok(key),
         Err(AuditError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    // A trail signed by a key that is gone cannot be continued under a new
-    // one without every old checkpoint looking forged.
-    let audit_dir = state_dir.join(super::trail::AUDIT_DIR);
-    if audit_dir.join(super::trail::CHECKPOINTS).exists()
-        || !super::trail::segments(&audit_dir)?.is_empty()
-    {
+    if trail_exists()? {
         return Err(AuditError::Key {
             path,
             reason: "missing, but the audit trail beside it exists; restore the key from a backup, or move audit/ aside to start a new trail".into(),

@@ -9,6 +9,7 @@
 
 mod event;
 pub mod export;
+mod files;
 pub mod key;
 pub mod record;
 pub mod store;
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
+use crate::redact::Redactor;
 pub use event::{CallRecord, Event};
 pub use trail::{Trail, TrailOptions};
 
@@ -93,6 +95,8 @@ enum Message {
         last: Event,
         done: mpsc::SyncSender<Result<(), String>>,
     },
+    /// Records taken after this one are redacted with it.
+    RedactWith(Arc<Redactor>),
 }
 
 /// A handle on the trail; cheap to clone.
@@ -114,7 +118,13 @@ enum Inner {
     },
     /// A short-lived CLI command: each record is written, synced and
     /// checkpointed before the command goes on.
-    Direct(Box<Mutex<Trail>>),
+    Direct(Box<Mutex<Direct>>),
+}
+
+/// The trail of a CLI command, and what its records are redacted with.
+struct Direct {
+    trail: Trail,
+    redactor: Arc<Redactor>,
 }
 
 impl Audit {
@@ -145,7 +155,26 @@ impl Audit {
     /// For a CLI command: writes in the calling thread.
     pub fn direct(trail: Trail) -> Audit {
         Audit {
-            inner: Arc::new(Inner::Direct(Box::new(Mutex::new(trail)))),
+            inner: Arc::new(Inner::Direct(Box::new(Mutex::new(Direct {
+                trail,
+                redactor: Arc::default(),
+            })))),
+        }
+    }
+
+    /// Redacts every record made from now on with `redactor`: the host
+    /// reads its secrets after its trail is open, and records its start
+    /// before that.
+    pub fn redact_with(&self, redactor: Arc<Redactor>) {
+        match &*self.inner {
+            Inner::Writer { .. } => {
+                if self.send(Message::RedactWith(redactor)).is_err() {
+                    tracing::error!("the audit writer has stopped before it got the redactor");
+                }
+            }
+            Inner::Direct(direct) => {
+                direct.lock().unwrap_or_else(|p| p.into_inner()).redactor = redactor;
+            }
         }
     }
 
@@ -204,10 +233,11 @@ impl Audit {
                 rx.recv()
                     .unwrap_or_else(|_| Err(AuditError::Stopped.to_string()))
             }
-            Inner::Direct(trail) => {
-                let mut trail = trail.lock().unwrap_or_else(|p| p.into_inner());
+            Inner::Direct(direct) => {
+                let mut direct = direct.lock().unwrap_or_else(|p| p.into_inner());
+                let Direct { trail, redactor } = &mut *direct;
                 let appended = trail
-                    .append(&mut [event.into_map()], true)
+                    .append(&mut [event.into_map(redactor)], true)
                     .map_err(|e| e.error.to_string())?;
                 trail.checkpoint().map_err(|e| e.to_string())?;
                 Ok(appended.last_seq)
@@ -276,20 +306,22 @@ type Acks = Vec<Option<Ack>>;
 /// Adds one queued message to the batch being written.
 fn take(
     message: Message,
+    redactor: &mut Arc<Redactor>,
     events: &mut Vec<Map<String, Value>>,
     acks: &mut Acks,
     stop: &mut Option<mpsc::SyncSender<Result<(), String>>>,
 ) {
     match message {
         Message::Record { event, ack } => {
-            events.push(event.into_map());
+            events.push(event.into_map(redactor));
             acks.push(ack);
         }
         Message::Stop { last, done } => {
-            events.push(last.into_map());
+            events.push(last.into_map(redactor));
             acks.push(None);
             *stop = Some(done);
         }
+        Message::RedactWith(new) => *redactor = new,
     }
 }
 
@@ -306,6 +338,8 @@ fn write_loop(
     // the next batch that succeeds.
     let mut pending: Vec<Map<String, Value>> = Vec::new();
     let mut dropped = 0u64;
+    // Nothing to redact until the host has read its secrets.
+    let mut redactor = Arc::<Redactor>::default();
     loop {
         let now = Instant::now();
         let mut wake = next_checkpoint;
@@ -324,7 +358,7 @@ fn write_loop(
         let mut acks = Vec::new();
         let mut stop = None;
         if let Some(message) = first {
-            take(message, &mut events, &mut acks, &mut stop);
+            take(message, &mut redactor, &mut events, &mut acks, &mut stop);
             if stop.is_none() && acks.iter().all(Option::is_none) {
                 // The flag, not the park token, says a waited-for record
                 // came: the channel itself may have used the token.
@@ -339,7 +373,7 @@ fn write_loop(
             }
             while events.len() < BATCH {
                 match rx.try_recv() {
-                    Ok(message) => take(message, &mut events, &mut acks, &mut stop),
+                    Ok(message) => take(message, &mut redactor, &mut events, &mut acks, &mut stop),
                     Err(_) => break,
                 }
             }
@@ -457,4 +491,52 @@ fn write_loop(
     }
     let _ = trail.sync();
     let _ = trail.checkpoint();
+}
+
+#[cfg(test)]
+mod tests {
+    use zeroize::Zeroizing;
+
+    use super::*;
+
+    /// A serving host records its start before it has read its secrets:
+    /// what was recorded before `redact_with` is kept as it was, and every
+    /// record after it is redacted, by the writer thread and in a CLI
+    /// command alike.
+    #[test]
+    fn records_are_redacted_from_redact_with_on() {
+        let secret = "s3cr3t-value-1234";
+        for writer in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let trail = Trail::open(dir.path(), TrailOptions::default()).unwrap();
+            let audit = if writer {
+                Audit::start(trail, Duration::from_secs(60))
+            } else {
+                Audit::direct(trail)
+            };
+            let revoked = |by: &str| Event::TaskRevoked {
+                task: "t".into(),
+                by: by.into(),
+            };
+            audit
+                .record_blocking(revoked(&format!("before {secret}")))
+                .unwrap();
+            audit.redact_with(Arc::new(Redactor::new(&[(
+                "token".into(),
+                Zeroizing::new(secret.into()),
+            )])));
+            audit
+                .record_blocking(revoked(&format!("after {secret}")))
+                .unwrap();
+            audit.stop(revoked("stop")).unwrap();
+            let segment = dir
+                .path()
+                .join(trail::AUDIT_DIR)
+                .join(trail::segment_name(1));
+            let text = std::fs::read_to_string(segment).unwrap();
+            assert!(text.contains(&format!("before {secret}")), "{text}");
+            assert!(text.contains("after [REDACTED:token]"), "{text}");
+            assert!(!text.contains(&format!("after {secret}")), "{text}");
+        }
+    }
 }

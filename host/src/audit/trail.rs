@@ -15,6 +15,7 @@ use std::time::SystemTime;
 use ed25519_dalek::SigningKey;
 use serde_json::{Map, Value, json};
 
+use super::files::{sync_dir, write_private};
 use super::record::{self, GENESIS, MAX_RECORD_BYTES};
 use super::{AuditError, key};
 
@@ -163,7 +164,12 @@ impl Trail {
         lock: File,
         options: TrailOptions,
     ) -> Result<Trail, AuditError> {
-        let key = key::load_or_create(state_dir)?;
+        // A trail signed by a key that is gone cannot be continued under a
+        // new one without every old checkpoint looking forged, so the key
+        // is made only where no trail is.
+        let key = key::load_or_create(state_dir, || {
+            Ok(dir.join(CHECKPOINTS).exists() || !segments(&dir)?.is_empty())
+        })?;
         let segment = segments(&dir)?.last().copied().unwrap_or(1);
         let (file, len, inode) = open_segment(&dir, segment)?;
         let mut trail = Trail {
@@ -621,27 +627,6 @@ fn open_segment(dir: &Path, number: u32) -> Result<(File, u64, u64), AuditError>
     sync_dir(dir)?;
     let meta = file.metadata().map_err(io)?;
     Ok((file, meta.len(), meta.ino()))
-}
-
-/// Writes `bytes` to `path` (mode 0600, replacing it) and syncs them.
-pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
-}
-
-pub(super) fn sync_dir(dir: &Path) -> Result<(), AuditError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|source| AuditError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })
 }
 
 /// Up to two records' worth of bytes from the end of a file.

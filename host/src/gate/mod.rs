@@ -11,11 +11,9 @@
 //! its `Location` passes the gate like any other.
 
 mod address;
-pub mod redact;
 mod secrets;
 mod send;
 
-pub use redact::Redactor;
 pub use secrets::{SecretError, SecretStore};
 
 use std::collections::HashMap;
@@ -30,6 +28,7 @@ use crate::audit::{Audit, Event};
 use crate::manifest::{
     AllowEntry, CredentialDecl, Manifest, NetworkLimits, PluginDecl, PluginName, RiskClass, Scheme,
 };
+use crate::redact::Redactor;
 use send::{HeldBytes, SendError, Target};
 
 /// The host-wide part of the gate: the secret store and the redactor built
@@ -156,7 +155,9 @@ pub struct Gate {
 }
 
 impl Gate {
-    pub fn redactor(&self) -> &Redactor {
+    /// The host's redactor: for the plugin's results and errors, and its
+    /// log lines.
+    pub fn redactor(&self) -> &Arc<Redactor> {
         &self.redactor
     }
 }

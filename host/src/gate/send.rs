@@ -14,8 +14,8 @@ use tokio::net::TcpStream;
 use wasmtime_wasi_http::WasiBody;
 
 use super::address;
-use super::redact::Redactor;
 use crate::manifest::Scheme;
+use crate::redact::Redactor;
 
 /// Where a request goes, as the gate allowed it.
 pub(super) struct Target {

@@ -22,6 +22,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::bindings::{Level, toolhost::plugin};
 use crate::gate::{Egress, Gate};
 use crate::manifest::{FileGrant, FileMode, Limits, PluginName};
+use crate::redact::Redactor;
 use crate::store::{StateError, Store};
 
 /// Guest-controlled: one log line or output chunk is cut beyond this.
@@ -72,6 +73,7 @@ impl PluginState {
             plugin: shared.name.clone(),
             budget: Arc::new(AtomicU32::new(shared.limits.log_lines)),
             limit: shared.limits.log_lines,
+            redactor: shared.gate.redactor().clone(),
         };
         // Deny by default: the builder grants nothing we do not add here, and
         // we add only the two output streams and the manifest's directories.
@@ -272,6 +274,8 @@ struct LogSink {
     plugin: PluginName,
     budget: Arc<AtomicU32>,
     limit: u32,
+    /// The host's, from the plugin's gate: empty where no secret was read.
+    redactor: Arc<Redactor>,
 }
 
 impl LogSink {
@@ -287,10 +291,7 @@ impl LogSink {
             Err(_) => return,
         }
         // Redacted before it is cut, so a cut cannot split a secret.
-        let bytes = match crate::gate::redact::installed() {
-            Some(redactor) => redactor.bytes(bytes),
-            None => std::borrow::Cow::Borrowed(bytes),
-        };
+        let bytes = self.redactor.bytes(bytes);
         let cut = &bytes[..bytes.len().min(LOG_LINE_BYTES)];
         let text = String::from_utf8_lossy(cut);
         let text = text.trim_end();

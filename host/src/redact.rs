@@ -1,6 +1,9 @@
 //! Redaction: every configured secret value, in the encodings it commonly
 //! travels in, replaced by `[REDACTED:<name>]` wherever bytes leave the host
 //! (responses handed to a plugin, tool results, log lines, audit records).
+//!
+//! It sits below the gate, the sandbox and the audit trail, which are each
+//! handed the host's [`Redactor`]; none of them reaches for a global one.
 
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
@@ -104,21 +107,6 @@ impl Redactor {
     }
 }
 
-/// The host's redactor, for what leaves the host outside a plugin's call:
-/// log lines and audit records. Set once, when a serving host has read its
-/// secrets.
-static INSTALLED: OnceLock<Arc<Redactor>> = OnceLock::new();
-
-/// Makes `redactor` the host's; later calls are ignored.
-pub fn install(redactor: Arc<Redactor>) {
-    let _ = INSTALLED.set(redactor);
-}
-
-/// The host's redactor, if one with secrets is installed.
-pub fn installed() -> Option<&'static Redactor> {
-    INSTALLED.get().map(|r| &**r).filter(|r| !r.is_empty())
-}
-
 /// Redacts every string (and key) inside a JSON value, in place.
 pub fn json(redactor: &Redactor, value: &mut serde_json::Value) {
     use serde_json::Value;
@@ -146,13 +134,37 @@ pub fn json(redactor: &Redactor, value: &mut serde_json::Value) {
     }
 }
 
+/// The redactor of log lines. The log writer is made when the process
+/// starts, before the host has read its secrets, so it holds this handle
+/// and the command that reads them sets it (once; later calls are ignored).
+/// Cheap to clone; until set, lines pass unchanged.
+#[derive(Clone, Default)]
+pub struct LogRedaction(Arc<OnceLock<Arc<Redactor>>>);
+
+impl LogRedaction {
+    /// Redacts every line logged from now on with `redactor`.
+    pub fn set(&self, redactor: Arc<Redactor>) {
+        let _ = self.0.set(redactor);
+    }
+
+    /// The redactor, if one with secrets is set.
+    fn get(&self) -> Option<&Redactor> {
+        self.0.get().map(|r| &**r).filter(|r| !r.is_empty())
+    }
+
+    /// A writer of one log line to stderr, redacted.
+    pub fn stderr(&self) -> RedactingStderr {
+        RedactingStderr(self.clone())
+    }
+}
+
 /// A log writer that redacts each formatted line before it reaches stderr.
-pub struct RedactingStderr;
+pub struct RedactingStderr(LogRedaction);
 
 impl std::io::Write for RedactingStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let mut stderr = std::io::stderr().lock();
-        match installed() {
+        match self.0.get() {
             Some(r) => stderr.write_all(&r.bytes(buf))?,
             None => stderr.write_all(buf)?,
         }

@@ -1,0 +1,196 @@
+//! The command line: argument parsing and the commands it runs. This is the
+//! only module that writes to stdout outside the MCP transport, and in stdio
+//! mode it writes nothing there.
+//!
+//! This file holds the top-level parser, the dispatch and what several
+//! commands share (opening the store, the trail and the sandbox); each
+//! command group has a file of its own with its arguments.
+
+// The commands' own output (the URL served, pins changed) is for the operator.
+#![allow(clippy::print_stdout)]
+
+mod approval;
+mod audit;
+mod call;
+mod lint;
+mod pin;
+mod plugin;
+mod serve;
+mod state;
+mod task;
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+pub use approval::{ApprovalArgs, ApprovalCommand};
+pub use audit::{AuditArgs, AuditCommand};
+pub use call::CallArgs;
+pub use lint::LintArgs;
+pub use pin::PinArgs;
+pub use plugin::{PluginArgs, PluginCommand};
+pub use serve::ServeArgs;
+pub use state::{StateArgs, StateCommand};
+pub use task::{TaskArgs, TaskCommand};
+
+use crate::audit::store::AuditedStore;
+use crate::audit::{Audit, Trail, TrailOptions};
+use crate::manifest::Manifest;
+use crate::redact::LogRedaction;
+use crate::sandbox::{ComponentCache, EngineSettings, Sandbox};
+use crate::store::{SqliteStore, Store, TaskState, now, rfc3339};
+
+/// toolhost: serves MCP tools that run as sandboxed WebAssembly components.
+// No `Debug` on the parsed arguments: they may hold a task token.
+#[derive(Parser)]
+#[command(name = "toolhost", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Serve the manifest's tools over MCP (stdio or Streamable HTTP).
+    Serve(ServeArgs),
+    /// Set each plugin's sha256 pin in the manifest to its component file's digest.
+    Pin(PinArgs),
+    /// Open, list, show, revoke and extend tasks (grants of write and destructive tools).
+    Task(TaskArgs),
+    /// List and decide approvals of destructive calls.
+    Approval(ApprovalArgs),
+    /// Inspect plugins' durable state and move keys (e.g. restore a note from the trash).
+    State(StateArgs),
+    /// Verify, export and follow the audit trail; print its public key.
+    Audit(AuditArgs),
+    /// Run one tool call against the manifest, without an MCP client; print
+    /// the result, or the structured error and exit 1.
+    Call(CallArgs),
+    /// Check the catalog an agent will see: names, risk classes, collisions,
+    /// descriptions and schemas (rules in docs/lint.md); exit 1 on errors.
+    Lint(LintArgs),
+    /// Start a new plugin, or inspect a component before declaring it.
+    Plugin(PluginArgs),
+}
+
+/// How `lint` and `plugin inspect` print what they found.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum LintFormat {
+    Text,
+    Json,
+}
+
+impl Cli {
+    /// How many worker threads the async runtime gets when serving: one per
+    /// core unless `--workers` says otherwise. One worker serves a stdio
+    /// session with about a quarter less CPU per call (no futex wake and
+    /// context switch for each hand-off between the request, handler and
+    /// writer tasks), but a plugin call that computes for long then shares
+    /// that thread with the session's other calls, each of which waits for
+    /// the running guest's next epoch tick (about 20 ms measured). With one
+    /// worker per core a spinning plugin leaves the other workers free.
+    /// Other commands make a handful of calls and take tokio's default.
+    pub fn runtime_workers(&self) -> Option<usize> {
+        match &self.command {
+            Command::Serve(args) => Some(args.workers.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
+            })),
+            _ => None,
+        }
+    }
+}
+
+/// Runs the parsed command. A command that reads the host's secrets sets
+/// them on `logs`, the redaction of the process's log lines.
+pub async fn run(cli: Cli, logs: LogRedaction) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve::serve(args, logs).await,
+        Command::Pin(args) => pin::pin(&args),
+        Command::Task(args) => task::task(args),
+        Command::Approval(args) => approval::approval(args),
+        Command::State(args) => state::state(args),
+        Command::Audit(args) => audit::audit_command(args),
+        Command::Call(args) => call::call(args, logs).await,
+        Command::Lint(args) => lint::lint_command(args).await,
+        Command::Plugin(args) => plugin::plugin(args).await,
+    }
+}
+
+fn open_store(manifest: &Manifest) -> anyhow::Result<Arc<SqliteStore>> {
+    Ok(Arc::new(SqliteStore::open(&manifest.state_dir)?))
+}
+
+fn open_trail(manifest: &Manifest) -> anyhow::Result<Trail> {
+    Trail::open(
+        &manifest.state_dir,
+        TrailOptions {
+            segment_bytes: manifest.audit.segment_bytes,
+        },
+    )
+    .context("the audit trail cannot be written, so nothing is done; check state_dir/audit and run `toolhost audit verify`")
+}
+
+/// The store for an operator command. One that changes something records
+/// it in the audit trail, and refuses to start if the trail is unusable.
+fn operator_store(manifest: &Manifest, changes: bool) -> anyhow::Result<Arc<dyn Store>> {
+    let store = open_store(manifest)?;
+    if !changes {
+        return Ok(store);
+    }
+    let audit = Audit::direct(open_trail(manifest)?);
+    Ok(Arc::new(AuditedStore::new(store, audit)))
+}
+
+/// The sandbox for the manifest, with the compiled-component cache of its
+/// `state_dir`. Without a usable cache the host still works; it compiles
+/// at every start.
+fn cached_sandbox(manifest: &Manifest) -> anyhow::Result<Sandbox> {
+    let cache = ComponentCache::open(&manifest.state_dir)
+        .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
+        .ok();
+    Ok(Sandbox::new(cache, EngineSettings::of(manifest))?)
+}
+
+/// The open task a token belongs to, or why it cannot be used.
+fn task_of_token(token: &str, manifest: &Manifest, store: &dyn Store) -> anyhow::Result<String> {
+    let Some(task) = store.authenticate(token)? else {
+        bail!(
+            "the task token (--task-token or TOOLHOST_TASK_TOKEN) is unknown to this host's store ({})",
+            manifest.state_dir.display()
+        );
+    };
+    match task.state(now()) {
+        TaskState::Open => {}
+        TaskState::Revoked => bail!(
+            "task {} was revoked; ask the operator for a new task",
+            task.id
+        ),
+        TaskState::Expired => bail!(
+            "task {} expired at {}; ask the operator to extend it (toolhost task extend {} --ttl …)",
+            task.id,
+            rfc3339(task.expires_at),
+            task.id
+        ),
+    }
+    Ok(task.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serving_runs_a_worker_per_core_unless_told() {
+        let workers = |args: &[&str]| Cli::try_parse_from(args).unwrap().runtime_workers();
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        assert_eq!(workers(&["toolhost", "serve", "--stdio"]), Some(cores));
+        assert_eq!(workers(&["toolhost", "serve", "--http"]), Some(cores));
+        assert_eq!(
+            workers(&["toolhost", "serve", "--stdio", "--workers", "1"]),
+            Some(1)
+        );
+        assert!(Cli::try_parse_from(["toolhost", "serve", "--stdio", "--workers", "0"]).is_err());
+        assert_eq!(workers(&["toolhost", "pin"]), None);
+    }
+}

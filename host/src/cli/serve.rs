@@ -1,0 +1,399 @@
+//! `toolhost serve`: the host itself, over stdio or Streamable HTTP, with
+//! the admin API beside it; and the loading of the host that `call` shares.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use super::{cached_sandbox, open_store, open_trail, task_of_token};
+use crate::audit::store::AuditedStore;
+use crate::audit::{Audit, Event};
+use crate::catalog;
+use crate::dispatch::Toolhost;
+use crate::gate::Network;
+use crate::lint;
+use crate::manifest::Manifest;
+use crate::mcp::http::{HttpOptions, HttpServer};
+use crate::mcp::{McpCatalog, stdio};
+use crate::operator;
+use crate::operator::admin::{AdminServer, AdminToken};
+use crate::redact::LogRedaction;
+use crate::store::Store;
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "http"])))]
+pub struct ServeArgs {
+    /// The manifest; component paths in it are relative to its folder.
+    #[arg(long, default_value = "tools-manifest.toml")]
+    pub manifest: PathBuf,
+    /// Speak MCP on stdin/stdout (stdout carries JSON-RPC only; logs go to stderr).
+    #[arg(long)]
+    pub stdio: bool,
+    /// Serve Streamable HTTP at http://ADDR/mcp [default: 127.0.0.1:8787].
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8787")]
+    pub http: Option<SocketAddr>,
+    /// Refuse to start if any plugin is refused (default: serve the others).
+    #[arg(long)]
+    pub strict: bool,
+    /// stdio: serve the task this token belongs to (from `toolhost task open`).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "TOOLHOST_TASK_TOKEN",
+        hide_env_values = true
+    )]
+    pub task_token: Option<String>,
+    /// stdio: serve an ad-hoc task with this id, recorded in the store; needed for --grant.
+    #[arg(long, value_name = "TASK_ID", requires = "stdio")]
+    pub task: Option<String>,
+    /// Grant a write or destructive tool to the ad-hoc task (repeatable).
+    #[arg(long = "grant", value_name = "TOOL", requires = "task")]
+    pub grants: Vec<String>,
+    /// How long the ad-hoc task's grants last.
+    #[arg(long, value_name = "DURATION", default_value = "8h", requires = "task")]
+    pub ttl: String,
+    /// Serve the admin API (tasks, approvals) on this address; off by default.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
+    /// Read the admin token from this file (mode 0600) instead of TOOLHOST_ADMIN_TOKEN.
+    #[arg(long, value_name = "PATH", requires = "admin")]
+    pub admin_token_file: Option<PathBuf>,
+    /// Also accept this Host header (repeatable), e.g. when binding a public address.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Also accept this browser Origin (repeatable), e.g. https://app.example.com:443.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+    /// Largest JSON-RPC message (stdio line or HTTP body) accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
+    pub max_message_bytes: usize,
+    /// HTTP: live MCP sessions at most; a client that would open one more gets 503.
+    #[arg(long, value_name = "N", default_value_t = HttpOptions::DEFAULT_MAX_SESSIONS, value_parser = at_least_one)]
+    pub max_sessions: usize,
+    /// HTTP: a session with no request for this long is closed, and its plugin instances dropped.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
+    pub session_idle: std::time::Duration,
+    /// HTTP: a request's headers, and then its body, must arrive within this time.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
+    pub read_timeout: std::time::Duration,
+    /// HTTP: open connections at most; beyond it new connections wait to be accepted.
+    #[arg(long, value_name = "N", default_value_t = HttpOptions::DEFAULT_MAX_CONNECTIONS, value_parser = at_least_one)]
+    pub max_connections: usize,
+    /// Runtime worker threads [default: one per core]; 1 spends less CPU per call on one stdio session.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub workers: Option<usize>,
+}
+
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    // The host does not serve unrecorded: no trail, no start.
+    let audit = Audit::start(open_trail(&manifest)?, manifest.audit.checkpoint_every);
+    audit.record(Event::HostStarted {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        transport: if args.stdio { "stdio" } else { "http" }.to_string(),
+        manifest: manifest.path.display().to_string(),
+        manifest_sha256: manifest.digest.to_string(),
+    });
+    let served = serve_recorded(args, manifest, audit.clone(), logs).await;
+    let reason = match &served {
+        Ok(()) => "stopped".to_string(),
+        Err(e) => format!("{e:#}"),
+    };
+    let stopped = audit.stop(Event::HostStopped {
+        pid: std::process::id(),
+        reason,
+    });
+    if let Err(e) = stopped {
+        tracing::error!("the audit trail was not closed cleanly: {e}");
+    }
+    served
+}
+
+async fn serve_recorded(
+    args: ServeArgs,
+    manifest: Manifest,
+    audit: Audit,
+    logs: LogRedaction,
+) -> anyhow::Result<()> {
+    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(open_store(&manifest)?, audit.clone()));
+    let task = stdio_task(&args, &manifest, &*store)?;
+    let admin_token = match args.admin {
+        Some(addr) if !addr.ip().is_loopback() => bail!(
+            "--admin {addr}: the admin API serves plain HTTP, so it listens on loopback only; put a TLS proxy on this machine in front of it to reach it from elsewhere"
+        ),
+        Some(_) => Some(AdminToken::load(
+            std::env::var("TOOLHOST_ADMIN_TOKEN").ok(),
+            args.admin_token_file.as_deref(),
+        )?),
+        None => None,
+    };
+    // A plugin that could read the admin token could approve its own calls.
+    if let Some(file) = args.admin_token_file.as_deref()
+        && let Some((plugin, dir)) = catalog::grant_holding(&manifest, file)
+    {
+        bail!(
+            "--admin-token-file {}: plugin `{plugin}` is granted {}, which holds it; keep the token outside every `files` directory",
+            file.display(),
+            dir.display()
+        );
+    }
+    let host = Arc::new(load_host(&manifest, &audit, &logs).await?);
+    let catalog = &host.catalog;
+    if args.strict && !catalog.refusals.is_empty() {
+        bail!(
+            "--strict: {} plugin(s) refused (see above); not serving",
+            catalog.refusals.len()
+        );
+    }
+    // Refused plugins (a name clash refuses the later one) were logged and
+    // are governed by --strict; every other lint error stops the host, since
+    // an agent would misread the catalog.
+    let report = lint::lint(&manifest, catalog);
+    for warning in report.warnings() {
+        tracing::warn!("lint: {warning}");
+    }
+    let errors: Vec<_> = report
+        .errors()
+        .filter(|f| !matches!(f.rule, lint::Rule::PluginRefused | lint::Rule::NameClash))
+        .collect();
+    if !errors.is_empty() {
+        for error in &errors {
+            tracing::error!("lint: {error}");
+        }
+        bail!(
+            "the catalog has {} lint error(s) (see above), so it is not served; fix them, or accept each with lint_allow and a reason (`toolhost lint` lists them, docs/lint.md explains each rule)",
+            errors.len()
+        );
+    }
+    tracing::info!(
+        manifest = %manifest.path.display(),
+        manifest_sha256 = %manifest.digest,
+        plugins = catalog.plugins.len(),
+        refused = catalog.refusals.len(),
+        tools = catalog.tools.len(),
+        task = task.as_deref().unwrap_or("-"),
+        "catalog ready"
+    );
+    let mcp_catalog = Arc::new(McpCatalog::new(&host));
+
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            shutdown_signal().await;
+            stop.cancel();
+        }
+    });
+    if let (Some(addr), Some(token)) = (args.admin, admin_token) {
+        let admin = AdminServer::bind(addr, store.clone(), manifest.clone(), token)
+            .await
+            .with_context(|| format!("cannot listen on {addr} for the admin API"))?;
+        let bound = admin.local_addr()?;
+        // On stdio, stdout is JSON-RPC's alone: the address goes to the log.
+        if args.stdio {
+            tracing::info!(%bound, "admin API listening");
+        } else {
+            println!("toolhost admin API at http://{bound}/v1");
+        }
+        let stopped = stop.clone().cancelled_owned();
+        tokio::spawn(async move {
+            if let Err(e) = admin.run(stopped).await {
+                tracing::error!("admin API stopped: {e}");
+            }
+        });
+    }
+
+    if args.stdio {
+        let served = tokio::select! {
+            served = stdio::serve(host.clone(), mcp_catalog, args.max_message_bytes, task) => served,
+            () = stop.cancelled() => Ok(()),
+        };
+        host.drain(DRAIN).await;
+        return served.map_err(Into::into);
+    }
+    let addr = args.http.expect("clap requires --stdio or --http");
+    // rmcp's idle timer does not see a call in progress, so a session idle
+    // for less than the longest call could be closed under a running call.
+    let longest_call = manifest
+        .plugins
+        .iter()
+        .map(|p| p.limits.call_timeout)
+        .max()
+        .unwrap_or_default();
+    if args.session_idle <= longest_call {
+        bail!(
+            "--session-idle {} must be longer than the longest call_timeout_ms of the manifest ({} ms)",
+            humantime::format_duration(args.session_idle),
+            longest_call.as_millis()
+        );
+    }
+    let mut options = HttpOptions::loopback(args.max_message_bytes);
+    options.allowed_hosts.extend(args.allow_hosts);
+    options.allowed_origins.extend(args.allow_origins);
+    options.max_sessions = args.max_sessions;
+    options.session_idle = args.session_idle;
+    options.read_timeout = args.read_timeout;
+    options.max_connections = args.max_connections;
+    let tools = host.catalog.tools.len();
+    let server = HttpServer::bind(addr, host.clone(), mcp_catalog, options)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = server.local_addr()?;
+    println!("toolhost serving {tools} tools at http://{bound}/mcp");
+    tracing::info!(%bound, "listening");
+    let served = server.run(stop.cancelled_owned()).await;
+    host.drain(DRAIN).await;
+    served?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// How long a stopping host waits for calls still running, so their
+/// outcomes reach the audit trail.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The task a stdio session serves: the token's, or the ad-hoc one.
+fn stdio_task(
+    args: &ServeArgs,
+    manifest: &Manifest,
+    store: &dyn Store,
+) -> anyhow::Result<Option<String>> {
+    if args.http.is_some() {
+        if args.task_token.is_some() {
+            tracing::warn!(
+                "--task-token / TOOLHOST_TASK_TOKEN is ignored with --http: each HTTP request binds its task with `Authorization: Bearer <token>`"
+            );
+        }
+        return Ok(None);
+    }
+    // An explicit ad-hoc task wins over a token inherited from the
+    // environment; both on one command line is a mistake worth a warning.
+    let token = match (&args.task, &args.task_token) {
+        (Some(_), Some(_)) => {
+            tracing::warn!(
+                "--task is given, so the task token (--task-token or TOOLHOST_TASK_TOKEN) is ignored"
+            );
+            None
+        }
+        (_, token) => token.as_ref(),
+    };
+    if let Some(token) = token {
+        return Ok(Some(task_of_token(token, manifest, store)?));
+    }
+    let Some(id) = &args.task else {
+        return Ok(None);
+    };
+    operator::check_task_id(id)?;
+    operator::check_grants(manifest, &args.grants, &[])?;
+    let ttl = operator::parse_ttl(&args.ttl)?;
+    let task = store.ad_hoc_task(id, &args.grants, ttl)?;
+    Ok(Some(task.id))
+}
+
+/// The store (every operator decision recorded), the sandbox and the
+/// vetted catalog: everything a call needs.
+pub(super) async fn load_host(
+    manifest: &Manifest,
+    audit: &Audit,
+    logs: &LogRedaction,
+) -> anyhow::Result<Toolhost> {
+    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(open_store(manifest)?, audit.clone()));
+    let sandbox = cached_sandbox(manifest)?;
+    let network = Network::new(manifest, Some(audit.clone()))?;
+    // Log lines and records are redacted from here on, before any plugin
+    // runs; the plugins' gates carry the same redactor.
+    logs.set(network.redactor().clone());
+    audit.redact_with(network.redactor().clone());
+    let catalog = catalog::load(manifest, &sandbox, &store, &network).await;
+    record_catalog(audit, manifest, &catalog);
+    Ok(Toolhost::new(catalog, store, audit.clone()))
+}
+
+/// One record per plugin: loaded (with its tools) or refused (with why).
+fn record_catalog(audit: &Audit, manifest: &Manifest, catalog: &catalog::Catalog) {
+    for (index, plugin) in catalog.plugins.iter().enumerate() {
+        audit.record(Event::PluginLoaded {
+            plugin: plugin.prepared.shared().name.to_string(),
+            sha256: plugin.sha256.clone(),
+            tools: catalog
+                .tools
+                .iter()
+                .filter(|t| t.plugin == index)
+                .map(|t| t.name.as_str().to_string())
+                .collect(),
+        });
+    }
+    for refusal in &catalog.refusals {
+        let sha256 = manifest
+            .plugins
+            .iter()
+            .find(|p| p.name == refusal.plugin)
+            .map(|p| p.sha256.to_string())
+            .unwrap_or_default();
+        audit.record(Event::PluginRefused {
+            plugin: refusal.plugin.to_string(),
+            sha256,
+            reason: refusal.reason.clone(),
+        });
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn http_without_an_address_binds_loopback() {
+        let cli = Cli::try_parse_from(["toolhost", "serve", "--http"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected")
+        };
+        assert_eq!(args.http, Some("127.0.0.1:8787".parse().unwrap()));
+        assert_eq!(args.manifest, std::path::Path::new("tools-manifest.toml"));
+    }
+
+    #[test]
+    fn serve_needs_exactly_one_transport() {
+        assert!(Cli::try_parse_from(["toolhost", "serve"]).is_err());
+        assert!(Cli::try_parse_from(["toolhost", "serve", "--stdio", "--http"]).is_err());
+    }
+}
