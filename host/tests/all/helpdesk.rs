@@ -125,6 +125,14 @@ async fn the_helpdesk_scenario_runs_with_a_task_grant() {
     assert_eq!(escalated["status"], "escalated");
     assert_eq!(escalated["escalation"]["team"], "legal");
     assert!(escalated.get("text").is_none(), "only get returns the text");
+    // Any later change returns the escalation too, as the result says.
+    let recategorized = ok(
+        &client,
+        "helpdesk_ticket_categorize",
+        json!({ "key": "T-1047", "category": "legal" }),
+    )
+    .await;
+    assert_eq!(recategorized["escalation"]["team"], "legal");
 
     ok(
         &client,

@@ -8,6 +8,7 @@ mod cache;
 mod call;
 mod catalog;
 mod conformance;
+mod descriptions;
 mod faults;
 mod helpdesk;
 mod hostile;

@@ -11,8 +11,9 @@ use toolhost_sdk::log::{self, Level};
 /// Longest upstream error text passed on to the model.
 const MAX_UPSTREAM_MESSAGE: usize = 300;
 
-/// A contact as the CRM returns it. Fields the CRM may add later are
-/// dropped, so results always match the output schema.
+/// A contact as the CRM returns it.
+// Fields the CRM may add later are dropped, so results always match the
+// output schema.
 #[derive(Deserialize, Serialize, JsonSchema)]
 pub struct Contact {
     id: String,

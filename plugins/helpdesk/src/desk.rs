@@ -198,7 +198,8 @@ pub struct FullTicket {
     pub close_reason: Option<String>,
 }
 
-/// A ticket after a change: its row, and the escalation if there is one.
+/// A ticket after a change: its row, and its escalation if it has one.
+// Not the text: only helpdesk_ticket_get shows that.
 #[derive(Serialize, JsonSchema)]
 pub struct Changed {
     #[serde(flatten)]
@@ -266,7 +267,7 @@ impl Ticket {
     fn changed(&self) -> Changed {
         Changed {
             row: self.row(),
-            escalation: None,
+            escalation: self.escalation.clone(),
         }
     }
 
@@ -304,9 +305,10 @@ impl fmt::Display for DeskError {
                 f,
                 "There is no ticket {key}. Use helpdesk_ticket_list or helpdesk_ticket_search to find valid keys."
             ),
-            DeskError::Closed(key) => {
-                write!(f, "Ticket {key} is closed and cannot be changed any more.")
-            }
+            DeskError::Closed(key) => write!(
+                f,
+                "Ticket {key} is closed; a closed ticket cannot be answered, escalated or closed again."
+            ),
             DeskError::Escalated(key) => write!(
                 f,
                 "Ticket {key} is escalated; the team it went to handles it now, so the helpdesk does not answer it."
@@ -368,14 +370,9 @@ impl Desk {
     ) -> Result<Changed, DeskError> {
         let t = self.find_mut(key)?;
         t.still_open()?;
-        let escalation = Escalation { team, reason };
-        t.escalation = Some(escalation.clone());
+        t.escalation = Some(Escalation { team, reason });
         t.status = Status::Escalated;
-        // The row and the escalation, not the text: only get shows that.
-        Ok(Changed {
-            row: t.row(),
-            escalation: Some(escalation),
-        })
+        Ok(t.changed())
     }
 
     pub fn close(&mut self, key: &str, reason: Option<String>) -> Result<Changed, DeskError> {

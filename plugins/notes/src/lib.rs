@@ -49,8 +49,9 @@ fn toolbox() -> Toolbox {
             "Searches the team's shared notes for every word of the query (case-insensitive) in \
              each note's slug, title, body and tags. Returns up to limit matches (default 10, at \
              most 50), most recently updated first, each with slug, title, tags, version, \
-             updated_at and a snippet of at most 200 characters around the first match in the \
-             body; not the full body (read that with notes_note_get). total counts all matches. \
+             updated_at and a snippet: at most 200 characters of the body around the first place \
+             a query word occurs in it (the body's start if none does), not the full body (read \
+             that with notes_note_get). total counts all matches. \
              Changes nothing.",
             run(notebook::search),
         )
@@ -159,6 +160,7 @@ mod tests {
     use note::{HISTORY_DAYS, SLUG_MAX, TAG_MAX, TRASH_DAYS};
     use notebook::TAGS_LISTED_MAX;
     use serde_json::Value;
+    use text::SNIPPET_MAX;
 
     fn spec(name: &str) -> toolhost_sdk::ToolSpec {
         toolbox()
@@ -192,6 +194,31 @@ mod tests {
         assert!(save.contains("only an operator can restore it"));
         let delete = spec("notes_note_delete").description;
         assert!(delete.contains(&format!("trash kept {TRASH_DAYS} days")));
+        let search = spec("notes_note_search").description;
+        assert!(search.contains(&format!("at most {SNIPPET_MAX} characters of the body")));
+    }
+
+    /// Save and delete both take expected_version, with different rules:
+    /// each tool's description of it states that tool's rule, not the other's.
+    #[test]
+    fn expected_version_says_what_each_tool_does_with_it() {
+        let argument = |tool: &str| {
+            let schema: Value = serde_json::from_str(&spec(tool).input_schema).unwrap();
+            schema["properties"]["expected_version"].clone()
+        };
+        let save = argument("notes_note_save");
+        let text = save["description"].as_str().unwrap();
+        assert!(text.contains("0 or absent means the note must not exist yet"));
+        assert_eq!(save["minimum"], 0);
+
+        let delete = argument("notes_note_delete");
+        let text = delete["description"].as_str().unwrap();
+        assert!(!text.contains("must not exist"), "{text}");
+        assert!(text.contains("deleted only if it is still at this version"));
+        assert!(text.contains("conflict and nothing is deleted"));
+        assert!(text.contains("Absent: the note is deleted whatever its version"));
+        // No note is at version 0, so delete does not take it.
+        assert_eq!(delete["minimum"], 1);
     }
 
     #[test]

@@ -210,8 +210,8 @@ pub struct DeleteArgs {
     /// The note's slug: its unique name, e.g. deploy-checklist.
     #[schemars(regex(pattern = "^[a-z0-9][a-z0-9-]{0,63}$"), length(max = note::SLUG_MAX))]
     slug: String,
-    /// The version you read with notes_note_get; 0 or absent means the note must not exist yet.
-    #[schemars(range(min = 0, max = note::MAX_VERSION))]
+    /// The version you read with notes_note_get: the note is deleted only if it is still at this version, otherwise you get conflict and nothing is deleted. Absent: the note is deleted whatever its version.
+    #[schemars(range(min = 1, max = note::MAX_VERSION))]
     expected_version: Option<u64>,
 }
 
@@ -240,7 +240,7 @@ pub struct Row {
     updated_at: String,
 }
 
-/// A note without its body, with a snippet around the first match.
+/// A note without its body, with a snippet of the body.
 #[derive(Serialize, JsonSchema)]
 pub struct SearchRow {
     #[serde(flatten)]
