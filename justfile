@@ -24,7 +24,7 @@ build: setup plugins
 
 # Build every plugin component, including the test fixtures.
 plugins:
-    cargo build --release --target wasm32-wasip2 -p helpdesk -p notes -p crm -p fixture -p spy
+    cargo build --release --target wasm32-wasip2 -p helpdesk -p notes -p crm -p fixture -p spy -p poison
 
 # The main job: the demo CRM on 127.0.0.1:8788 and the host serving
 # tools-manifest.toml over Streamable HTTP, with a fresh demo secret that
@@ -55,8 +55,8 @@ stdio: build
 # retried twice and reported as flaky if it then passes.
 test: setup plugins conformance-setup
     command -v cargo-nextest >/dev/null || cargo install cargo-nextest --locked
-    cargo nextest run --workspace --exclude helpdesk --exclude fixture --exclude spy --profile {{ if env_var_or_default("CI", "") != "" { "ci" } else { "default" } }}
-    cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy --doc
+    cargo nextest run --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --profile {{ if env_var_or_default("CI", "") != "" { "ci" } else { "default" } }}
+    cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --doc
 
 # Install the official MCP conformance suite and a Node >= 22 for it, locally.
 conformance-setup:

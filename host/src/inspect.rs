@@ -139,7 +139,7 @@ pub async fn inspect(path: &Path) -> Result<Inspection, InspectError> {
     }
     // Checked as loading checks them, so what fits here is what `serve`
     // accepts.
-    let mut inputs = Vec::with_capacity(specs.len());
+    let mut schemas = Vec::with_capacity(specs.len());
     for spec in &specs {
         let parse = |kind: &str, text: &str| {
             ToolSchema::parse(text)
@@ -168,17 +168,19 @@ pub async fn inspect(path: &Path) -> Result<Inspection, InspectError> {
             description: spec.description.clone(),
             risk: lint::risk_of_verb(&spec.name).as_str(),
             input_schema: Value::Object((*input).clone()),
-            output_schema: output.map(|o| Value::Object((*o).clone())),
+            output_schema: output.as_ref().map(|o| Value::Object((**o).clone())),
         });
-        inputs.push(input);
+        schemas.push((input, output));
     }
     let described: Vec<Described<'_>> = specs
         .iter()
-        .zip(&inputs)
-        .map(|(spec, input)| Described {
+        .zip(&schemas)
+        .map(|(spec, (input, output))| Described {
             name: &spec.name,
+            title: &spec.title,
             description: &spec.description,
             input: input.as_ref(),
+            output: output.as_deref(),
         })
         .collect();
     inspection.lint = lint::lint_described(&described);

@@ -25,3 +25,4 @@ pub mod sandbox;
 pub mod scaffold;
 pub mod session;
 pub mod store;
+pub mod text;

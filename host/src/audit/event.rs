@@ -4,6 +4,8 @@
 //! operator points at the files read them), so they change only with care.
 //! `seq`, `time` and `prev` are added by the trail and never appear here.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -28,6 +30,10 @@ pub enum Event {
         plugin: String,
         sha256: String,
         tools: Vec<String>,
+        /// What each tool hands the model, hashed: a change of text under
+        /// the same pin (a plugin may describe itself from its `config`)
+        /// shows as a different hash from one start to the next.
+        text_sha256: BTreeMap<String, ToolTextSha256>,
     },
     PluginRefused {
         plugin: String,
@@ -149,6 +155,18 @@ pub struct CallRecord {
     /// the one it asked for or was refused by).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grant: Option<String>,
+}
+
+/// SHA-256 (hex) of each text a tool hands the model: its title and
+/// description as UTF-8, its schemas in the trail's canonical JSON (keys
+/// sorted, compact), so the hash does not depend on how the plugin spaced
+/// or ordered them.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolTextSha256 {
+    pub title: String,
+    pub description: String,
+    pub input_schema: String,
+    pub output_schema: Option<String>,
 }
 
 impl Event {

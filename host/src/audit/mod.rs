@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use crate::redact::Redactor;
-pub use event::{CallRecord, Event};
+pub use event::{CallRecord, Event, ToolTextSha256};
 pub use trail::{Trail, TrailOptions};
 
 /// Records waiting longer than this reach disk even with no write call to

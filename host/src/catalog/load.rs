@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::texts::{HiddenText, hidden_in_tool};
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
 use crate::gate::Network;
 use crate::manifest::{
@@ -24,9 +25,40 @@ pub struct Refusal {
     /// Line of its `[[plugin]]` in the manifest.
     pub line: usize,
     pub reason: String,
-    /// The tool whose name another plugin declared first, when that is
-    /// why the plugin is refused.
-    pub clashing_tool: Option<ToolName>,
+    /// What the reason is about, where that points the author (and the
+    /// lint) at one tool.
+    pub cause: RefusalCause,
+}
+
+/// The refusals that name a place in a tool, beside the reason's text.
+#[derive(Debug, Clone, Default)]
+pub enum RefusalCause {
+    #[default]
+    Other,
+    /// Another plugin declared this tool's name first.
+    NameClash(ToolName),
+    /// Text the plugin hands the model holds hidden characters (each one,
+    /// up to [`MAX_HIDDEN_REPORTED`]).
+    HiddenText(Vec<HiddenText>),
+}
+
+/// At most this many hidden characters are listed per refused plugin:
+/// enough to see what the author did, bounded whatever the plugin sends.
+pub const MAX_HIDDEN_REPORTED: usize = 20;
+
+/// Why `vet` refused a plugin.
+struct Refused {
+    reason: String,
+    cause: RefusalCause,
+}
+
+impl From<String> for Refused {
+    fn from(reason: String) -> Refused {
+        Refused {
+            reason,
+            cause: RefusalCause::Other,
+        }
+    }
 }
 
 impl fmt::Display for Refusal {
@@ -100,8 +132,11 @@ async fn load_with(
     let outcomes = futures::future::join_all(manifest.plugins.iter().zip(&clashes).zip(files).map(
         |((decl, clash), files)| async move {
             match (clash, files) {
-                (Some((_, reason)), _) => Err(reason.clone()),
-                (None, Err(reason)) => Err(reason),
+                (Some((tool, reason)), _) => Err(Refused {
+                    reason: reason.clone(),
+                    cause: RefusalCause::NameClash(tool.clone()),
+                }),
+                (None, Err(reason)) => Err(Refused::from(reason)),
                 (None, Ok(files)) => vet(decl, files, sandbox, store, network).await,
             }
         },
@@ -109,7 +144,7 @@ async fn load_with(
     .await;
 
     let mut catalog = Catalog::default();
-    for ((decl, outcome), clash) in manifest.plugins.iter().zip(outcomes).zip(clashes) {
+    for (decl, outcome) in manifest.plugins.iter().zip(outcomes) {
         match outcome {
             Ok((prepared, origin, tools)) => {
                 let index = catalog.plugins.len();
@@ -125,13 +160,13 @@ async fn load_with(
                 }
                 tracing::info!(plugin = %decl.name, tools = decl.tools.len(), ?origin, "plugin loaded");
             }
-            Err(reason) => {
+            Err(Refused { reason, cause }) => {
                 let refusal = Refusal {
                     manifest: manifest.path.clone(),
                     plugin: decl.name.clone(),
                     line: decl.line,
                     reason,
-                    clashing_tool: clash.map(|(tool, _)| tool),
+                    cause,
                 };
                 tracing::error!("{refusal}");
                 catalog.refusals.push(refusal);
@@ -242,7 +277,7 @@ async fn vet(
     sandbox: &Sandbox,
     store: &Arc<dyn Store>,
     network: Option<&Network>,
-) -> Result<(PreparedPlugin, Origin, Vec<CatalogTool>), String> {
+) -> Result<(PreparedPlugin, Origin, Vec<CatalogTool>), Refused> {
     // A missing secret refuses the plugin before anything is compiled.
     let gate = Arc::new(match network {
         Some(network) => network.gate(decl)?,
@@ -266,7 +301,8 @@ async fn vet(
             "component {} has sha256 {actual}, but the manifest pins {}; if this is the build you vetted, update the pin (`toolhost pin`), otherwise do not serve it",
             path.display(),
             decl.sha256
-        ));
+        )
+        .into());
     }
 
     let shared = Arc::new(PluginShared {
@@ -279,6 +315,7 @@ async fn vet(
     });
     let (prepared, origin, specs) = prepare_and_describe(sandbox, bytes, actual, shared).await?;
     let tools = match_declaration(decl, specs)?;
+    refuse_hidden_text(&tools)?;
     Ok((prepared, origin, tools))
 }
 
@@ -410,6 +447,45 @@ fn match_declaration(decl: &PluginDecl, specs: Vec<ToolSpec>) -> Result<Vec<Cata
             })
         })
         .collect()
+}
+
+/// Refuses a plugin whose tools hand the model text with characters a
+/// reviewer would not see: the pin and the risk class cannot help there,
+/// since the text is in the vetted bytes.
+fn refuse_hidden_text(tools: &[CatalogTool]) -> Result<(), Refused> {
+    let mut found: Vec<HiddenText> = Vec::new();
+    let mut total = 0;
+    for tool in tools {
+        let hidden = hidden_in_tool(
+            tool.name.as_str(),
+            &tool.title,
+            &tool.description,
+            tool.input.document(),
+            tool.output.as_ref().map(|o| &**o.document()),
+        );
+        total += hidden.len();
+        found.extend(hidden.into_iter().take(MAX_HIDDEN_REPORTED - found.len()));
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    let mut reason = format!(
+        "it hands the model text with hidden characters, which a reviewer would not see: {}",
+        found
+            .iter()
+            .take(3)
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if total > 3 {
+        reason.push_str(&format!(" (and {} more)", total - 3));
+    }
+    reason.push_str("; remove them from the plugin's titles, descriptions and schemas (`toolhost plugin inspect` shows them escaped; rule text-hidden in docs/lint.md)");
+    Err(Refused {
+        reason,
+        cause: RefusalCause::HiddenText(found),
+    })
 }
 
 fn quoted(names: &[&str]) -> String {

@@ -7,9 +7,14 @@
 
 mod load;
 mod schema;
+mod texts;
 
-pub use load::{Refusal, describe_component, grant_holding, load, load_described};
+pub use load::{
+    MAX_HIDDEN_REPORTED, Refusal, RefusalCause, describe_component, grant_holding, load,
+    load_described,
+};
 pub use schema::{SchemaError, ToolSchema};
+pub use texts::{HiddenText, hidden_in_tool};
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -11,6 +11,7 @@ use crate::catalog;
 use crate::lint;
 use crate::manifest::Manifest;
 use crate::store::Store;
+use crate::text;
 
 #[derive(Args)]
 pub struct LintArgs {
@@ -31,7 +32,8 @@ pub(super) async fn lint_command(args: LintArgs) -> anyhow::Result<()> {
     let catalog = catalog::load_described(&manifest, &sandbox, &store).await;
     let report = lint::lint(&manifest, &catalog);
     match args.format {
-        LintFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        // Findings quote plugin text: printed with hidden characters escaped.
+        LintFormat::Json => println!("{}", text::json(&serde_json::to_value(&report)?, true)),
         LintFormat::Text => {
             for finding in &report.findings {
                 println!("{finding}");

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 use super::LintFormat;
 use crate::manifest::{PluginName, Sha256Digest};
-use crate::{inspect, scaffold};
+use crate::{inspect, scaffold, text};
 
 #[derive(Args)]
 pub struct PluginArgs {
@@ -75,7 +75,9 @@ pub(super) async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
         PluginCommand::Inspect { file, format } => {
             let inspection = inspect::inspect(&file).await?;
             match format {
-                LintFormat::Json => println!("{}", serde_json::to_string_pretty(&inspection)?),
+                LintFormat::Json => {
+                    println!("{}", text::json(&serde_json::to_value(&inspection)?, true))
+                }
                 LintFormat::Text => print_inspection(&inspection),
             }
             if inspection.misfit.is_some() || inspection.lint.has_errors() {
@@ -86,26 +88,15 @@ pub(super) async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Text from an unvetted component, made safe for a terminal: control
-/// characters (escape sequences among them) are shown escaped.
-fn shown(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 fn print_inspection(i: &inspect::Inspection) {
+    // Everything a component said is shown as the model reads it, with
+    // hidden characters escaped: never raw to the terminal.
+    let shown = text::visible;
     println!("component  {} ({} bytes)", i.file.display(), i.bytes);
     println!("sha256     {}", i.sha256);
     match &i.misfit {
         None => println!("world      fits toolhost:plugin@0.2.0, world `plugin`"),
-        Some(why) => println!("world      does not fit: {}", shown(why)),
+        Some(why) => println!("world      does not fit: {}", text::escape_hidden(why)),
     }
     let list = |names: &[String]| {
         names
@@ -125,15 +116,15 @@ fn print_inspection(i: &inspect::Inspection) {
         );
         println!("    title:       {}", shown(&t.title));
         println!("    description: {}", shown(&t.description));
-        println!("    input:       {}", t.input_schema);
+        println!("    input:       {}", text::json(&t.input_schema, false));
         if let Some(output) = &t.output_schema {
-            println!("    output:      {output}");
+            println!("    output:      {}", text::json(output, false));
         }
     }
     println!("\nlint");
     for finding in &i.lint.findings {
         for line in finding.to_string().lines() {
-            println!("  {}", shown(line));
+            println!("  {line}");
         }
     }
     println!(

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{cached_sandbox, open_store, open_trail, task_of_token};
 use crate::audit::store::AuditedStore;
-use crate::audit::{Audit, Event};
+use crate::audit::{Audit, Event, ToolTextSha256};
 use crate::catalog;
 use crate::dispatch::Toolhost;
 use crate::gate::Network;
@@ -166,16 +166,21 @@ async fn serve_recorded(
             catalog.refusals.len()
         );
     }
-    // Refused plugins (a name clash refuses the later one) were logged and
-    // are governed by --strict; every other lint error stops the host, since
-    // an agent would misread the catalog.
+    // Refused plugins (a name clash or hidden text refuses one) were logged
+    // and are governed by --strict; every other lint error stops the host,
+    // since an agent would misread the catalog.
     let report = lint::lint(&manifest, catalog);
     for warning in report.warnings() {
         tracing::warn!("lint: {warning}");
     }
     let errors: Vec<_> = report
         .errors()
-        .filter(|f| !matches!(f.rule, lint::Rule::PluginRefused | lint::Rule::NameClash))
+        .filter(|f| {
+            !matches!(
+                f.rule,
+                lint::Rule::PluginRefused | lint::Rule::NameClash | lint::Rule::TextHidden
+            )
+        })
         .collect();
     if !errors.is_empty() {
         for error in &errors {
@@ -330,17 +335,30 @@ pub(super) async fn load_host(
     Ok(Toolhost::new(catalog, store, audit.clone()))
 }
 
-/// One record per plugin: loaded (with its tools) or refused (with why).
+/// One record per plugin: loaded (with its tools and the hashes of what
+/// they hand the model) or refused (with why).
 fn record_catalog(audit: &Audit, manifest: &Manifest, catalog: &catalog::Catalog) {
+    use crate::audit::record::{canonical_map, sha256_hex};
     for (index, plugin) in catalog.plugins.iter().enumerate() {
+        let tools: Vec<_> = catalog.tools.iter().filter(|t| t.plugin == index).collect();
         audit.record(Event::PluginLoaded {
             plugin: plugin.prepared.shared().name.to_string(),
             sha256: plugin.sha256.clone(),
-            tools: catalog
-                .tools
+            tools: tools.iter().map(|t| t.name.as_str().to_string()).collect(),
+            text_sha256: tools
                 .iter()
-                .filter(|t| t.plugin == index)
-                .map(|t| t.name.as_str().to_string())
+                .map(|t| {
+                    let digests = ToolTextSha256 {
+                        title: sha256_hex(t.title.as_bytes()),
+                        description: sha256_hex(t.description.as_bytes()),
+                        input_schema: sha256_hex(canonical_map(t.input_schema()).as_bytes()),
+                        output_schema: t
+                            .output
+                            .as_ref()
+                            .map(|o| sha256_hex(canonical_map(o.document()).as_bytes())),
+                    };
+                    (t.name.as_str().to_string(), digests)
+                })
                 .collect(),
         });
     }

@@ -9,6 +9,7 @@
 mod descriptions;
 mod names;
 mod schemas;
+mod texts;
 mod words;
 
 pub use names::risk_of_verb;
@@ -17,8 +18,11 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::catalog::{Catalog, Refusal};
-use crate::manifest::{Manifest, RiskClass};
+use std::collections::BTreeSet;
+
+use crate::catalog::{Catalog, Refusal, RefusalCause};
+use crate::manifest::{Destination, LintSettings, Manifest, RiskClass};
+use crate::text::escape_hidden;
 
 /// How bad a finding is: errors stop `serve`, warnings are logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -49,12 +53,18 @@ pub enum Rule {
     SchemaNumberBounds,
     SchemaStringBounds,
     SchemaArrayBounds,
+    TextHidden,
+    TextInstruction,
+    TextToolReference,
+    TextLink,
+    TextSecretRequest,
+    TextLength,
     AllowUnknown,
     AllowUnused,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 20] = [
+    pub const ALL: [Rule; 26] = [
         Rule::PluginRefused,
         Rule::NameShape,
         Rule::NameUnknownVerb,
@@ -73,6 +83,12 @@ impl Rule {
         Rule::SchemaNumberBounds,
         Rule::SchemaStringBounds,
         Rule::SchemaArrayBounds,
+        Rule::TextHidden,
+        Rule::TextInstruction,
+        Rule::TextToolReference,
+        Rule::TextLink,
+        Rule::TextSecretRequest,
+        Rule::TextLength,
         Rule::AllowUnknown,
         Rule::AllowUnused,
     ];
@@ -97,6 +113,12 @@ impl Rule {
             Rule::SchemaNumberBounds => "schema-number-bounds",
             Rule::SchemaStringBounds => "schema-string-bounds",
             Rule::SchemaArrayBounds => "schema-array-bounds",
+            Rule::TextHidden => "text-hidden",
+            Rule::TextInstruction => "text-instruction",
+            Rule::TextToolReference => "text-tool-reference",
+            Rule::TextLink => "text-link",
+            Rule::TextSecretRequest => "text-secret-request",
+            Rule::TextLength => "text-length",
             Rule::AllowUnknown => "allow-unknown",
             Rule::AllowUnused => "allow-unused",
         }
@@ -111,6 +133,13 @@ impl Rule {
 
     pub fn from_id(id: &str) -> Option<Rule> {
         Rule::ALL.into_iter().find(|r| r.id() == id)
+    }
+
+    /// Whether `lint_allow` can accept a finding of this rule. Hidden
+    /// characters cannot be accepted: the host refuses such a plugin at
+    /// load whatever the lint says.
+    pub fn allowable(self) -> bool {
+        self != Rule::TextHidden
     }
 }
 
@@ -134,7 +163,9 @@ pub struct Finding {
     pub plugin: String,
     /// The tool it is about; `None` for a finding about a whole plugin.
     pub tool: Option<String>,
-    /// A JSON pointer into the tool's input schema, for schema findings.
+    /// Where in the tool: for schema rules a JSON pointer into its input
+    /// schema; for text rules a pointer into the tool as `tools/list`
+    /// sends it (`/description`, `/inputSchema/properties/key/title`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
     pub message: String,
@@ -151,17 +182,23 @@ impl fmt::Display for Finding {
             (false, Severity::Error) => "error",
             (false, Severity::Warning) => "warning",
         };
+        // Messages quote plugin text; it reaches a terminal only escaped.
         write!(f, "{severity}[{}] ", self.rule)?;
         match &self.tool {
-            Some(tool) => write!(f, "{tool}")?,
-            None => write!(f, "plugin `{}`", self.plugin)?,
+            Some(tool) => write!(f, "{}", escape_hidden(tool))?,
+            None => write!(f, "plugin `{}`", escape_hidden(&self.plugin))?,
         }
         if let Some(at) = &self.at {
-            write!(f, " at {at}")?;
+            write!(f, " at {}", escape_hidden(at))?;
         }
-        write!(f, ": {}\n    fix: {}", self.message, self.fix)?;
+        write!(
+            f,
+            ": {}\n    fix: {}",
+            escape_hidden(&self.message),
+            escape_hidden(&self.fix)
+        )?;
         if let Some(reason) = &self.allowed {
-            write!(f, "\n    allowed: {reason}")?;
+            write!(f, "\n    allowed: {}", escape_hidden(reason))?;
         }
         Ok(())
     }
@@ -197,8 +234,12 @@ pub(crate) struct Subject<'a> {
     pub plugin: &'a str,
     pub name: &'a str,
     pub risk: RiskClass,
+    pub title: &'a str,
     pub description: &'a str,
     pub input: &'a serde_json::Map<String, serde_json::Value>,
+    pub output: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// Its plugin's network allow-list.
+    pub allowed: &'a [Destination],
 }
 
 /// Collects findings for one subject (or plugin) while the rules run.
@@ -253,6 +294,25 @@ pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
     for refusal in &catalog.refusals {
         refused(&mut findings, refusal);
     }
+    let allowed: Vec<Vec<Destination>> = catalog
+        .plugins
+        .iter()
+        .map(|p| {
+            let name = &p.prepared.shared().name;
+            manifest
+                .plugins
+                .iter()
+                .find(|d| &d.name == name)
+                .map(|d| {
+                    d.network
+                        .allow
+                        .iter()
+                        .map(|a| a.destination.clone())
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect();
     let subjects: Vec<Subject<'_>> = catalog
         .tools
         .iter()
@@ -260,11 +320,15 @@ pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
             plugin: catalog.plugins[t.plugin].prepared.shared().name.as_str(),
             name: t.name.as_str(),
             risk: t.risk,
+            title: &t.title,
             description: &t.description,
             input: t.input_schema(),
+            output: t.output.as_ref().map(|o| &**o.document()),
+            allowed: &allowed[t.plugin],
         })
         .collect();
-    check_subjects(&mut findings, &subjects);
+    let plugins = manifest.plugins.iter().map(|p| p.name.as_str()).collect();
+    check_subjects(&mut findings, &subjects, plugins, manifest.lint);
     let mut report = Report {
         findings: findings.list,
     };
@@ -282,26 +346,66 @@ pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
     report
 }
 
-fn check_subjects(findings: &mut Findings, subjects: &[Subject<'_>]) {
+fn check_subjects<'a>(
+    findings: &mut Findings,
+    subjects: &[Subject<'a>],
+    plugins: BTreeSet<&'a str>,
+    settings: LintSettings,
+) {
+    let view = texts::CatalogView::new(subjects, plugins, settings.max_tool_text_chars);
     for subject in subjects {
         names::check(findings, subject);
         descriptions::check(findings, subject);
         schemas::check(findings, subject);
+        hidden(findings, subject);
+        texts::check(findings, subject, &view);
     }
     names::collisions(findings, subjects);
+}
+
+/// Hidden characters in a tool's text. A served tool has none (loading
+/// refuses its plugin, and [`refused`] reports that); this finds them in a
+/// component that is only inspected.
+fn hidden(findings: &mut Findings, tool: &Subject<'_>) {
+    let found = crate::catalog::hidden_in_tool(
+        tool.name,
+        tool.title,
+        tool.description,
+        tool.input,
+        tool.output,
+    );
+    for hidden in found.iter().take(crate::catalog::MAX_HIDDEN_REPORTED) {
+        findings.schema(
+            Rule::TextHidden,
+            tool,
+            &hidden.at,
+            hidden_message(&hidden.hidden),
+            HIDDEN_FIX.into(),
+        );
+    }
+}
+
+const HIDDEN_FIX: &str = "remove the character from the plugin's text; the host refuses a plugin whose titles, descriptions or schemas hold one";
+
+fn hidden_message(hidden: &crate::text::Hidden) -> String {
+    format!("the text holds {hidden}; a reviewer may not see what the model reads")
 }
 
 /// A tool as a component describes it, before a manifest classes it.
 pub struct Described<'a> {
     pub name: &'a str,
+    pub title: &'a str,
     pub description: &'a str,
     pub input: &'a serde_json::Map<String, serde_json::Value>,
+    pub output: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Lints what one component describes, with no manifest: the plugin's name
 /// is taken from the first tool's prefix, and each tool's risk class is the
 /// one its verb says (write where the verb says nothing), so `risk-verb`
-/// cannot fire. `toolhost lint` on a manifest is the check that counts.
+/// cannot fire. With no manifest there is no network allow-list, so every
+/// address in the text is reported, and the text cap is the default.
+/// `toolhost lint` on a manifest is the check that counts.
 pub fn lint_described(tools: &[Described<'_>]) -> Report {
     let plugin = tools
         .first()
@@ -312,12 +416,20 @@ pub fn lint_described(tools: &[Described<'_>]) -> Report {
             plugin,
             name: t.name,
             risk: names::risk_of_verb(t.name),
+            title: t.title,
             description: t.description,
             input: t.input,
+            output: t.output,
+            allowed: &[],
         })
         .collect();
     let mut findings = Findings { list: Vec::new() };
-    check_subjects(&mut findings, &subjects);
+    check_subjects(
+        &mut findings,
+        &subjects,
+        BTreeSet::from([plugin]),
+        LintSettings::default(),
+    );
     Report {
         findings: findings.list,
     }
@@ -326,16 +438,32 @@ pub fn lint_described(tools: &[Described<'_>]) -> Report {
 /// A plugin loading refused. A name clash is reported as such, on the tool,
 /// since renaming it is the fix.
 fn refused(findings: &mut Findings, refusal: &Refusal) {
-    if let Some(tool) = &refusal.clashing_tool {
-        findings.push(
-            Rule::NameClash,
-            refusal.plugin.as_str(),
-            Some(tool.as_str()),
-            None,
-            refusal.reason.clone(),
-            "rename one of the two tools, keeping each plugin's name as its prefix".into(),
-        );
-        return;
+    match &refusal.cause {
+        RefusalCause::NameClash(tool) => {
+            findings.push(
+                Rule::NameClash,
+                refusal.plugin.as_str(),
+                Some(tool.as_str()),
+                None,
+                refusal.reason.clone(),
+                "rename one of the two tools, keeping each plugin's name as its prefix".into(),
+            );
+            return;
+        }
+        RefusalCause::HiddenText(found) => {
+            for hidden in found {
+                findings.push(
+                    Rule::TextHidden,
+                    refusal.plugin.as_str(),
+                    Some(&hidden.tool),
+                    Some(&hidden.at),
+                    hidden_message(&hidden.hidden),
+                    HIDDEN_FIX.into(),
+                );
+            }
+            return;
+        }
+        RefusalCause::Other => {}
     }
     findings.push(
         Rule::PluginRefused,
@@ -360,6 +488,17 @@ fn apply_allows(report: &mut Report, manifest: &Manifest, refused: &[&str]) {
         for tool in &plugin.tools {
             let (plugin_name, tool_name) = (plugin.name.as_str(), tool.name.as_str());
             for (id, reason) in &tool.lint_allow {
+                if let Some(rule) = Rule::from_id(id).filter(|r| !r.allowable()) {
+                    extra.push(
+                        Rule::AllowUnknown,
+                        plugin_name,
+                        Some(tool_name),
+                        None,
+                        format!("lint_allow names `{rule}`, which cannot be accepted: the host refuses a plugin whose text holds hidden characters"),
+                        format!("remove `{rule}` from the tool's lint_allow and remove the characters from the plugin"),
+                    );
+                    continue;
+                }
                 let Some(rule) = Rule::from_id(id) else {
                     extra.push(
                         Rule::AllowUnknown,

@@ -233,8 +233,11 @@ mod tests {
             plugin: "x",
             name: "x_thing_get",
             risk: RiskClass::Read,
+            title: "Thing",
             description: "Returns one thing by its name.",
             input: &input,
+            output: None,
+            allowed: &[],
         };
         let mut findings = Findings { list: Vec::new() };
         check(&mut findings, &tool);

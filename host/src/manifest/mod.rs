@@ -206,7 +206,32 @@ pub struct Manifest {
     /// bytes of native stack. One engine runs every plugin, so this one
     /// setting is host-wide.
     pub wasm_stack_bytes: usize,
+    pub lint: LintSettings,
     pub plugins: Vec<PluginDecl>,
+}
+
+/// `[lint]`: what the catalog lint holds every tool to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LintSettings {
+    /// `max_tool_text_chars`: the most characters of text one tool hands
+    /// the model, title, description and schema texts together.
+    pub max_tool_text_chars: usize,
+}
+
+impl LintSettings {
+    /// Room for a full description and a dozen well-described arguments;
+    /// the largest tool of the example catalog uses about a third of it.
+    pub const DEFAULT_MAX_TOOL_TEXT_CHARS: u32 = 4_000;
+    pub const MIN_MAX_TOOL_TEXT_CHARS: u32 = 100;
+    pub const MAX_MAX_TOOL_TEXT_CHARS: u32 = 100_000;
+}
+
+impl Default for LintSettings {
+    fn default() -> LintSettings {
+        LintSettings {
+            max_tool_text_chars: LintSettings::DEFAULT_MAX_TOOL_TEXT_CHARS as usize,
+        }
+    }
 }
 
 /// `[host] audit_*`: how the audit trail rotates and how often it is signed.
@@ -293,13 +318,14 @@ impl Manifest {
                     Some(v) if (min..=max).contains(v.get_ref()) => Ok(*v.get_ref()),
                     Some(v) => Err(at.error(
                         Some(v.span()),
-                        format!("host.{key} = {} is out of range", v.get_ref()),
+                        format!("{key} = {} is out of range", v.get_ref()),
                         format!("use a value from {min} to {max} (default {default})"),
                     )),
                 }
             };
-        let host_setting =
-            |value, key: &str, max, default| bounded_setting(value, key, 1, max, default);
+        let host_setting = |value, key: &str, max, default| {
+            bounded_setting(value, &format!("host.{key}"), 1, max, default)
+        };
         let audit = AuditSettings {
             segment_bytes: u64::from(host_setting(
                 raw.host.audit_segment_kib,
@@ -325,12 +351,21 @@ impl Manifest {
             secrets_file: raw.host.secrets_file.as_deref().map(|f| base.join(f)),
             wasm_stack_bytes: (bounded_setting(
                 raw.host.wasm_stack_kib,
-                "wasm_stack_kib",
+                "host.wasm_stack_kib",
                 MIN_WASM_STACK_KIB,
                 MAX_WASM_STACK_KIB,
                 DEFAULT_WASM_STACK_KIB,
             )? as usize)
                 << 10,
+            lint: LintSettings {
+                max_tool_text_chars: bounded_setting(
+                    raw.lint.max_tool_text_chars,
+                    "lint.max_tool_text_chars",
+                    LintSettings::MIN_MAX_TOOL_TEXT_CHARS,
+                    LintSettings::MAX_MAX_TOOL_TEXT_CHARS,
+                    LintSettings::DEFAULT_MAX_TOOL_TEXT_CHARS,
+                )? as usize,
+            },
             plugins,
         })
     }

@@ -121,14 +121,20 @@ impl Destination {
     /// Whether a request to `scheme://host:port` falls under this entry.
     /// `host` must be lowercase, IPv6 without brackets.
     pub fn matches(&self, scheme: Scheme, host: &str, port: u16) -> bool {
-        self.scheme == scheme
-            && self.port == port
-            && match &self.host {
-                HostPattern::Exact(h) => h == host,
-                HostPattern::Subdomains(suffix) => {
-                    host.len() > suffix.len() && host.ends_with(suffix.as_str())
-                }
+        self.scheme == scheme && self.port == port && self.host.matches(host)
+    }
+}
+
+impl HostPattern {
+    /// Whether `host` (lowercase, IPv6 without brackets) is this name or
+    /// lies under it.
+    pub fn matches(&self, host: &str) -> bool {
+        match self {
+            HostPattern::Exact(h) => h == host,
+            HostPattern::Subdomains(suffix) => {
+                host.len() > suffix.len() && host.ends_with(suffix.as_str())
             }
+        }
     }
 }
 

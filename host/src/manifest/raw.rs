@@ -21,7 +21,17 @@ pub(super) struct RawManifest {
     #[serde(default)]
     pub host: RawHost,
     #[serde(default)]
+    pub lint: RawLint,
+    #[serde(default)]
     pub plugin: Vec<Spanned<RawPlugin>>,
+}
+
+/// `[lint]`: settings of the catalog lint that hold for every plugin.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLint {
+    /// The most characters of model-facing text one tool may carry.
+    pub max_tool_text_chars: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -660,7 +670,7 @@ fn bounded<T: PartialOrd + Copy + std::fmt::Display>(
 /// where to look things up.
 pub(super) fn fix_for(message: &str) -> String {
     let hint = if message.contains("unknown field") {
-        "remove or correct the key; the keys each table accepts are listed in the README's manifest reference"
+        "remove or correct the key; the keys each table accepts are listed in docs/manifest.md"
     } else if message.contains("unknown variant") {
         "use one of the values listed above"
     } else if message.contains("not 64 hex digits") {
@@ -670,7 +680,7 @@ pub(super) fn fix_for(message: &str) -> String {
     } else if message.contains("missing field") {
         "add the missing key to that table"
     } else {
-        "correct the TOML at that position (see the README's manifest reference)"
+        "correct the TOML at that position (see docs/manifest.md)"
     };
     hint.to_string()
 }

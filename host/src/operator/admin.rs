@@ -4,7 +4,7 @@
 //! Every request needs `Authorization: Bearer <admin token>`. The token
 //! comes from the host's environment (`TOOLHOST_ADMIN_TOKEN`) or from a file
 //! only its owner can read, never from the manifest, which is shared with
-//! whoever vets plugins. Routes are listed in the README.
+//! whoever vets plugins. Routes are listed in docs/admin-api.md.
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -15,6 +15,7 @@ mod hostile;
 mod kit;
 mod lint;
 mod network;
+mod poisoning;
 mod policy;
 mod sessions;
 mod support;
