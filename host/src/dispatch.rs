@@ -290,7 +290,7 @@ impl Toolhost {
         // a second budget unit or a second approval.
         let place = self.catalog.plugins[tool.plugin]
             .queue
-            .reserve()
+            .reserve(session.tenant(task))
             .map_err(|full| CallError::Busy {
                 tool: tool.name.clone(),
                 full,

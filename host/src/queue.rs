@@ -3,39 +3,102 @@
 //! beyond is refused at once with `busy`. A slow or hostile plugin thus
 //! holds a bounded share of the host, and a client learns to back off
 //! instead of waiting on a pile-up.
+//!
+//! Those places are shared fairly: one session holds at most
+//! `limits.session_share` of them (running or waiting) and all the sessions
+//! of one task at most `limits.task_share`, so a client that floods a
+//! plugin with slow calls gets `busy` while other clients are still served.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The slots of one plugin.
 pub struct CallQueue {
     running: Arc<Semaphore>,
-    /// Calls admitted, running or waiting: never above `concurrent + queue`.
-    admitted: AtomicU32,
+    places: Mutex<Places>,
     concurrent: u32,
     queue: u32,
+    session_share: u32,
+    task_share: u32,
 }
 
-/// Why a call got no slot.
-#[derive(Debug, Clone, Copy, thiserror::Error)]
-#[error("all {concurrent} call slots of the plugin are taken and {queue} more calls are waiting")]
-pub struct Full {
-    pub concurrent: u32,
-    pub queue: u32,
+/// Who holds the admitted places (running or waiting). Tenants holding
+/// none are removed, so the maps hold only sessions and tasks with calls
+/// in flight.
+#[derive(Default)]
+struct Places {
+    admitted: u32,
+    by_session: HashMap<Arc<str>, u32>,
+    by_task: HashMap<Arc<str>, u32>,
 }
+
+/// Whom a call is for: its session and, if it has one, its task.
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    pub session: Arc<str>,
+    pub task: Option<Arc<str>>,
+}
+
+/// Why a call got no place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// Every place of the plugin is taken.
+    Plugin { concurrent: u32, queue: u32 },
+    /// The call's session holds its whole share.
+    SessionShare { share: u32 },
+    /// The sessions of the call's task hold the task's whole share.
+    TaskShare { share: u32 },
+}
+
+impl fmt::Display for Full {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Full::Plugin { concurrent, queue } => write!(
+                f,
+                "all {concurrent} call slots of the plugin are taken and {queue} more calls are waiting"
+            ),
+            Full::SessionShare { share } => write!(
+                f,
+                "this session already has {share} calls of the plugin running or waiting, its whole share; retry when one of them has ended"
+            ),
+            Full::TaskShare { share } => write!(
+                f,
+                "the sessions of this task already have {share} calls of the plugin running or waiting, the task's whole share; retry when one of them has ended"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Full {}
 
 /// A call's place among the admitted ones (running or waiting), taken at
 /// once; given back when dropped, also when a waiting call is dropped
 /// before it runs (its client went away).
 pub struct Place<'a> {
     queue: &'a CallQueue,
+    tenant: Tenant,
 }
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        self.queue.admitted.fetch_sub(1, Ordering::AcqRel);
+        let mut places = self.queue.lock();
+        places.admitted -= 1;
+        release(&mut places.by_session, &self.tenant.session);
+        if let Some(task) = &self.tenant.task {
+            release(&mut places.by_task, task);
+        }
+    }
+}
+
+fn release(held: &mut HashMap<Arc<str>, u32>, key: &Arc<str>) {
+    if let Some(count) = held.get_mut(key) {
+        *count -= 1;
+        if *count == 0 {
+            held.remove(key);
+        }
     }
 }
 
@@ -46,29 +109,59 @@ pub struct Slot<'a> {
 }
 
 impl CallQueue {
-    pub fn new(concurrent: u32, queue: u32) -> CallQueue {
+    pub fn new(concurrent: u32, queue: u32, session_share: u32, task_share: u32) -> CallQueue {
         CallQueue {
             running: Arc::new(Semaphore::new(concurrent as usize)),
-            admitted: AtomicU32::new(0),
+            places: Mutex::new(Places::default()),
             concurrent,
             queue,
+            session_share,
+            task_share,
         }
     }
 
-    /// Takes a place if there is room, or refuses at once. Taken before
-    /// the call is admitted (and charged to its task), so a call refused for
-    /// room has cost nothing.
-    pub fn reserve(&self) -> Result<Place<'_>, Full> {
-        let capacity = self.concurrent.saturating_add(self.queue);
-        self.admitted
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < capacity).then_some(n + 1)
-            })
-            .map_err(|_| Full {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Places> {
+        // The counts are updated whole under the lock, so a panic elsewhere
+        // cannot leave them half-changed.
+        self.places.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a place for `tenant` if the plugin has room and the tenant has
+    /// not used its share, or refuses at once. Taken before the call is
+    /// admitted (and charged to its task), so a call refused for room has
+    /// cost nothing.
+    pub fn reserve(&self, tenant: Tenant) -> Result<Place<'_>, Full> {
+        let mut places = self.lock();
+        if places.admitted >= self.concurrent.saturating_add(self.queue) {
+            return Err(Full::Plugin {
                 concurrent: self.concurrent,
                 queue: self.queue,
-            })?;
-        Ok(Place { queue: self })
+            });
+        }
+        let held =
+            |map: &HashMap<Arc<str>, u32>, key: &Arc<str>| map.get(key).copied().unwrap_or(0);
+        if held(&places.by_session, &tenant.session) >= self.session_share {
+            return Err(Full::SessionShare {
+                share: self.session_share,
+            });
+        }
+        if let Some(task) = &tenant.task
+            && held(&places.by_task, task) >= self.task_share
+        {
+            return Err(Full::TaskShare {
+                share: self.task_share,
+            });
+        }
+        places.admitted += 1;
+        *places.by_session.entry(tenant.session.clone()).or_default() += 1;
+        if let Some(task) = &tenant.task {
+            *places.by_task.entry(task.clone()).or_default() += 1;
+        }
+        drop(places);
+        Ok(Place {
+            queue: self,
+            tenant,
+        })
     }
 }
 
@@ -93,29 +186,72 @@ impl<'a> Place<'a> {
 mod tests {
     use super::*;
 
+    fn tenant(session: &str, task: Option<&str>) -> Tenant {
+        Tenant {
+            session: session.into(),
+            task: task.map(Into::into),
+        }
+    }
+
     #[tokio::test]
     async fn beyond_the_queue_a_call_is_refused_and_places_come_back() {
-        let queue = CallQueue::new(1, 1);
-        let running = queue.reserve().unwrap().run().await;
+        let queue = CallQueue::new(1, 1, 2, 2);
+        let a = || tenant("a", None);
+        let running = queue.reserve(a()).unwrap().run().await;
         // The second waits; the third finds the queue full.
-        let waiting = queue.reserve().unwrap().run();
+        let waiting = queue.reserve(a()).unwrap().run();
         tokio::pin!(waiting);
         assert!(futures::poll!(waiting.as_mut()).is_pending());
-        let full = queue.reserve().err().unwrap();
-        assert_eq!((full.concurrent, full.queue), (1, 1));
+        let full = queue.reserve(tenant("b", None)).err().unwrap();
+        assert_eq!(
+            full,
+            Full::Plugin {
+                concurrent: 1,
+                queue: 1
+            }
+        );
         drop(running);
         let second = waiting.await;
         // A waiter dropped before it ran gives its place back: with the
         // queue full again, a new call is refused until it is dropped.
-        let mut abandoned = Box::pin(queue.reserve().unwrap().run());
+        let mut abandoned = Box::pin(queue.reserve(a()).unwrap().run());
         assert!(futures::poll!(abandoned.as_mut()).is_pending());
-        assert!(queue.reserve().is_err());
+        assert!(queue.reserve(tenant("b", None)).is_err());
         drop(abandoned);
-        let waiting_again = queue.reserve().unwrap().run();
+        let waiting_again = queue.reserve(a()).unwrap().run();
         tokio::pin!(waiting_again);
         assert!(futures::poll!(waiting_again.as_mut()).is_pending());
         drop(second);
         drop(waiting_again.await);
-        queue.reserve().unwrap().run().await;
+        queue.reserve(a()).unwrap().run().await;
+        assert_eq!(queue.lock().admitted, 0);
+        assert!(queue.lock().by_session.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_session_or_task_beyond_its_share_is_refused_while_others_get_places() {
+        let queue = CallQueue::new(2, 6, 3, 4);
+        let flood: Vec<_> = (0..3)
+            .map(|_| queue.reserve(tenant("a", Some("t"))).unwrap())
+            .collect();
+        assert_eq!(
+            queue.reserve(tenant("a", Some("t"))).err(),
+            Some(Full::SessionShare { share: 3 })
+        );
+        // Another session of the same task has one place left of the task's.
+        let fourth = queue.reserve(tenant("b", Some("t"))).unwrap();
+        assert_eq!(
+            queue.reserve(tenant("b", Some("t"))).err(),
+            Some(Full::TaskShare { share: 4 })
+        );
+        // A session of no task, or of another task, is served.
+        let other = queue.reserve(tenant("c", None)).unwrap();
+        let another = queue.reserve(tenant("d", Some("u"))).unwrap();
+        // Places come back per tenant.
+        drop(flood);
+        assert!(queue.reserve(tenant("a", Some("t"))).is_ok());
+        drop((fourth, other, another));
+        assert_eq!(queue.lock().admitted, 0);
+        assert!(queue.lock().by_task.is_empty() && queue.lock().by_session.is_empty());
     }
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::audit::{Audit, Event};
+use crate::queue::Tenant;
 use crate::sandbox::PluginInstance;
 
 /// The instance slot of one plugin in one session. Calls into the same
@@ -41,7 +42,7 @@ impl Transport {
 
 /// One session's identity and per-session plugin instances.
 pub struct Session {
-    id: String,
+    id: Arc<str>,
     transport: Transport,
     slots: Mutex<HashMap<usize, InstanceSlot>>,
     calls: AtomicU64,
@@ -54,7 +55,7 @@ impl Session {
     /// A new session with a random id and no instances yet.
     pub fn new(transport: Transport) -> Session {
         Session {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: uuid::Uuid::new_v4().to_string().into(),
             transport,
             slots: Mutex::new(HashMap::new()),
             calls: AtomicU64::new(0),
@@ -69,6 +70,22 @@ impl Session {
 
     pub fn transport(&self) -> Transport {
         self.transport
+    }
+
+    /// Whom the session's calls count against in a plugin's fair share
+    /// (`queue`): the session itself, and its task. Stateless HTTP requests
+    /// each make a session of their own, so they are counted together:
+    /// those of one task as one session, anonymous ones as another.
+    pub fn tenant(&self, task: Option<&str>) -> Tenant {
+        let session = match (self.transport, task) {
+            (Transport::HttpStateless, Some(task)) => format!("stateless:{task}").into(),
+            (Transport::HttpStateless, None) => "stateless".into(),
+            _ => self.id.clone(),
+        };
+        Tenant {
+            session,
+            task: task.map(Into::into),
+        }
     }
 
     /// Counts a call for the session's closing record.
@@ -99,7 +116,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         if let Some(audit) = self.opened.get() {
             audit.record(Event::SessionClosed {
-                session: self.id.clone(),
+                session: self.id.to_string(),
                 transport: self.transport.as_str().to_string(),
                 calls: self.calls.load(Ordering::Relaxed),
             });

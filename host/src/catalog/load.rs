@@ -152,7 +152,12 @@ async fn load_with(
                     prepared,
                     sha256: decl.sha256.to_string(),
                     instance: decl.instance,
-                    queue: CallQueue::new(decl.limits.concurrent, decl.limits.queue),
+                    queue: CallQueue::new(
+                        decl.limits.concurrent,
+                        decl.limits.queue,
+                        decl.limits.session_share,
+                        decl.limits.task_share,
+                    ),
                 });
                 for mut tool in tools {
                     tool.plugin = index;

@@ -84,6 +84,11 @@ pub struct Limits {
     /// Calls that may wait for one of those slots; beyond it a call is
     /// refused with `busy` at once instead of piling up.
     pub queue: u32,
+    /// Places (running or waiting) one session may hold at once, so one
+    /// client flooding the plugin gets `busy` while others are served.
+    pub session_share: u32,
+    /// Places all the sessions of one task may hold at once.
+    pub task_share: u32,
     /// Lines a call may write to the host log (its stdout, stderr and the
     /// `log` import together); the rest are dropped.
     pub log_lines: u32,
@@ -110,6 +115,22 @@ impl Limits {
     /// them), so a manifest can lower these limits but not raise them.
     pub const MAX_TABLE_ELEMENTS: u32 = 100_000;
     pub const MAX_INSTANCES: u32 = 16;
+
+    /// A session's share when the manifest sets none: a quarter of the
+    /// plugin's places (running and waiting), at least one, so it takes
+    /// four flooding clients to fill a plugin.
+    pub fn default_session_share(concurrent: u32, queue: u32) -> u32 {
+        concurrent.saturating_add(queue).div_ceil(4).max(1)
+    }
+
+    /// A task's share when the manifest sets none: half of the places, and
+    /// never less than one session's share.
+    pub fn default_task_share(concurrent: u32, queue: u32) -> u32 {
+        concurrent
+            .saturating_add(queue)
+            .div_ceil(2)
+            .max(Self::default_session_share(concurrent, queue))
+    }
 }
 
 impl Default for Limits {
@@ -121,6 +142,11 @@ impl Default for Limits {
             state_bytes: u64::from(Self::DEFAULT_STATE_KIB) << 10,
             concurrent: Self::DEFAULT_CONCURRENT,
             queue: Self::DEFAULT_QUEUE,
+            session_share: Self::default_session_share(
+                Self::DEFAULT_CONCURRENT,
+                Self::DEFAULT_QUEUE,
+            ),
+            task_share: Self::default_task_share(Self::DEFAULT_CONCURRENT, Self::DEFAULT_QUEUE),
             log_lines: Self::DEFAULT_LOG_LINES,
             fuel: None,
             table_elements: Self::DEFAULT_TABLE_ELEMENTS,

@@ -124,6 +124,8 @@ struct RawLimits {
     state_kib: Option<Spanned<u32>>,
     concurrent: Option<Spanned<u32>>,
     queue: Option<Spanned<u32>>,
+    session_share: Option<Spanned<u32>>,
+    task_share: Option<Spanned<u32>>,
     log_lines: Option<Spanned<u32>>,
     fuel: Option<Spanned<u64>>,
     table_elements: Option<Spanned<u32>>,
@@ -595,6 +597,24 @@ impl RawLimits {
             MAX_QUEUE,
             Limits::DEFAULT_QUEUE,
         )?;
+        // A share above the plugin's places would bound nothing.
+        let places = concurrent.saturating_add(queue);
+        let session_share = bounded(
+            at,
+            self.session_share,
+            "limits.session_share",
+            1,
+            places,
+            Limits::default_session_share(concurrent, queue),
+        )?;
+        let task_share = bounded(
+            at,
+            self.task_share,
+            "limits.task_share",
+            1,
+            places,
+            Limits::default_task_share(concurrent, queue).max(session_share),
+        )?;
         let log_lines = bounded(
             at,
             self.log_lines,
@@ -637,6 +657,8 @@ impl RawLimits {
             state_bytes: u64::from(state_kib) << 10,
             concurrent,
             queue,
+            session_share,
+            task_share,
             log_lines,
             fuel,
             table_elements,

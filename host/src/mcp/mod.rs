@@ -176,6 +176,10 @@ impl ServerHandler for McpSession {
         }
         let session = match &task {
             Some(task) if stateless => self.host.task_session(task),
+            // Its own session (fresh instances), but marked stateless: its
+            // calls share a plugin's places with the other anonymous
+            // stateless requests, not with nobody.
+            None if stateless => Arc::new(Session::new(Transport::HttpStateless)),
             _ => self.session.clone(),
         };
         let call = || {

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::dispatch::CallError;
 use crate::policy::Denial;
+use crate::queue::Full;
 use crate::sandbox::SandboxError;
 use crate::store::{self, TaskState};
 
@@ -163,10 +164,17 @@ pub fn tool_result(
             }
         }
         CallError::Busy { tool, full } => (
-            format!(
-                "{tool} is at capacity: {} calls of its plugin run at once and {} more are already waiting. Retry in a few seconds.",
-                full.concurrent, full.queue
-            ),
+            match full {
+                Full::Plugin { concurrent, queue } => format!(
+                    "{tool} is at capacity: {concurrent} calls of its plugin run at once and {queue} more are already waiting. Retry in a few seconds."
+                ),
+                Full::SessionShare { share } => format!(
+                    "{tool} is busy for this session: it already has {share} calls of the same plugin running or waiting, its fair share. Wait for one of them to finish, then retry."
+                ),
+                Full::TaskShare { share } => format!(
+                    "{tool} is busy for this task: its sessions already have {share} calls of the same plugin running or waiting, the task's fair share. Wait for one of them to finish, then retry."
+                ),
+            },
             true,
         ),
         CallError::OutputTooLarge { tool, size, limit } => (

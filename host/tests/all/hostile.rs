@@ -278,6 +278,55 @@ async fn beyond_its_queue_a_plugin_is_busy_and_recovers() {
     assert_eq!(echo["text"], "room again");
 }
 
+#[tokio::test]
+async fn a_session_flooding_a_plugin_gets_busy_while_another_session_is_served() {
+    // Ten slow calls would take all eight places of the plugin; the
+    // session's share is two, so the other eight are refused at once and
+    // another client still gets a place and runs.
+    let m = manifest(vec![PluginEntry::fixture().with(
+        "instance = \"call\"\nlimits = { concurrent = 4, queue = 4, session_share = 2, call_timeout_ms = 3000 }",
+    )]);
+    let host = http(&m, &[]);
+    let (flooder, other) = (connect(&host.url).await, connect(&host.url).await);
+    let sleep = json!({ "fault": "sleep" });
+    let (flood, served) = tokio::join!(
+        futures::future::join_all((0..10).map(|_| refused(
+            &flooder,
+            "fixture_fault_run",
+            sleep.clone()
+        ))),
+        async {
+            // Not a measurement: a margin for the flood to arrive, well
+            // inside the 3 s its running calls take.
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            ok(
+                &other,
+                "fixture_echo_get",
+                json!({ "text": "still served" }),
+            )
+            .await
+        },
+    );
+    assert_eq!(served["text"], "still served");
+    let codes: Vec<&str> = flood.iter().map(|e| e["code"].as_str().unwrap()).collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == "timeout").count(),
+        2,
+        "{codes:?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|c| **c == "busy").count(),
+        8,
+        "{codes:?}"
+    );
+    let busy = flood.iter().find(|e| e["code"] == "busy").unwrap();
+    assert_eq!(busy["retryable"], true);
+    assert!(
+        busy["message"].as_str().unwrap().contains("fair share"),
+        "{busy}"
+    );
+}
+
 #[test]
 fn directories_that_expose_the_host_or_each_other_are_refused() {
     let grant = |name: &str, files: &str| {
