@@ -22,10 +22,12 @@ setup:
     rustup target add wasm32-wasip2
 
 # Build the plugins (wasm32-wasip2), the host and the demo CRM, release;
+# pin the example catalog to what was built and vet it (tools-manifest.lock);
 # starts nothing.
 build: setup plugins
     cargo build --release -p toolhost -p crm-upstream
     ./target/release/toolhost pin --manifest tools-manifest.toml
+    ./target/release/toolhost vet tools-manifest.toml
 
 # Build every plugin component, including the test fixtures.
 plugins:

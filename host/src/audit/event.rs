@@ -124,6 +124,15 @@ pub enum Event {
         to: String,
         by: String,
     },
+    /// `toolhost vet` wrote the lock: what was accepted, by whom.
+    PluginsVetted {
+        lock: String,
+        lock_sha256: String,
+        plugins: Vec<String>,
+        /// The plugins that differed from the lock it replaced.
+        changed: Vec<String>,
+        by: String,
+    },
 }
 
 /// One `tools/call`, as the trail keeps it.

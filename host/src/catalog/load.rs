@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::texts::{HiddenText, hidden_in_tool};
+use super::vetted::{Difference, differences, vetted_tool};
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
 use crate::gate::Network;
 use crate::manifest::{
-    FileGrant, FileMode, Manifest, PluginDecl, PluginName, Sha256Digest, ToolName,
+    FileGrant, FileMode, Grants, Manifest, PluginDecl, PluginName, Sha256Digest, ToolName, Vetted,
 };
 use crate::queue::CallQueue;
-use crate::sandbox::{Origin, PluginShared, PreparedPlugin, Sandbox, ToolSpec};
+use crate::sandbox::{Interfaces, Origin, PluginShared, PreparedPlugin, Sandbox, ToolSpec};
 use crate::store::Store;
 
 /// A plugin that will not be served, and why.
@@ -82,7 +83,7 @@ pub async fn load(
     store: &Arc<dyn Store>,
     network: &Network,
 ) -> Catalog {
-    load_with(manifest, sandbox, store, Some(network)).await
+    load_with(manifest, sandbox, store, Some(network), Lockstep::Enforce).await
 }
 
 /// Loads the catalog as [`load`] does, for reading what it describes (lint,
@@ -94,7 +95,25 @@ pub async fn load_described(
     sandbox: &Sandbox,
     store: &Arc<dyn Store>,
 ) -> Catalog {
-    load_with(manifest, sandbox, store, None).await
+    load_with(manifest, sandbox, store, None, Lockstep::Enforce).await
+}
+
+/// Loads the catalog as [`load_described`] does, but without holding it
+/// against `tools-manifest.lock`: for `toolhost vet`, which writes the lock
+/// from what it finds. Every other check still refuses.
+pub async fn load_for_vetting(
+    manifest: &Manifest,
+    sandbox: &Sandbox,
+    store: &Arc<dyn Store>,
+) -> Catalog {
+    load_with(manifest, sandbox, store, None, Lockstep::Ignore).await
+}
+
+/// Whether loading refuses plugins that differ from the lock.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lockstep {
+    Enforce,
+    Ignore,
 }
 
 async fn load_with(
@@ -102,7 +121,18 @@ async fn load_with(
     sandbox: &Sandbox,
     store: &Arc<dyn Store>,
     network: Option<&Network>,
+    lockstep: Lockstep,
 ) -> Catalog {
+    if lockstep == Lockstep::Enforce && manifest.lock.is_none() {
+        tracing::warn!(
+            lock = %manifest.lock_path().display(),
+            "no lock: plugins are not held against what was vetted; run `toolhost vet` to write one"
+        );
+    }
+    let lock = match lockstep {
+        Lockstep::Enforce => manifest.lock.as_ref(),
+        Lockstep::Ignore => None,
+    };
     // A clash is decided on declarations, before anything is compiled, so
     // the outcome does not depend on which component loads.
     let mut owners: HashMap<&str, (&PluginName, usize)> = HashMap::new();
@@ -137,7 +167,10 @@ async fn load_with(
                     cause: RefusalCause::NameClash(tool.clone()),
                 }),
                 (None, Err(reason)) => Err(Refused::from(reason)),
-                (None, Ok(files)) => vet(decl, files, sandbox, store, network).await,
+                (None, Ok(files)) => {
+                    let vetted = lock.map(|l| l.plugin.get(decl.name.as_str()));
+                    vet(decl, &manifest.base, files, sandbox, store, network, vetted).await
+                }
             }
         },
     ))
@@ -146,10 +179,11 @@ async fn load_with(
     let mut catalog = Catalog::default();
     for (decl, outcome) in manifest.plugins.iter().zip(outcomes) {
         match outcome {
-            Ok((prepared, origin, tools)) => {
+            Ok((prepared, origin, tools, vetted)) => {
                 let index = catalog.plugins.len();
                 catalog.plugins.push(CatalogPlugin {
                     prepared,
+                    vetted,
                     sha256: decl.sha256.to_string(),
                     instance: decl.instance,
                     queue: CallQueue::new(
@@ -276,13 +310,17 @@ pub fn grant_holding(manifest: &Manifest, file: &Path) -> Option<(PluginName, Pa
 
 /// All checks of one plugin; the error is the reason for refusing it. The
 /// tools' `plugin` index is set by the caller.
+/// `lock` is `None` when the lock is not held against (no lock, or `vet`
+/// itself), `Some(None)` when the lock has no entry for the plugin.
 async fn vet(
     decl: &PluginDecl,
+    base: &Path,
     files: Vec<FileGrant>,
     sandbox: &Sandbox,
     store: &Arc<dyn Store>,
     network: Option<&Network>,
-) -> Result<(PreparedPlugin, Origin, Vec<CatalogTool>), Refused> {
+    lock: Option<Option<&Vetted>>,
+) -> Result<(PreparedPlugin, Origin, Vec<CatalogTool>, Vetted), Refused> {
     // A missing secret refuses the plugin before anything is compiled.
     let gate = Arc::new(match network {
         Some(network) => network.gate(decl)?,
@@ -318,10 +356,60 @@ async fn vet(
         gate,
         files,
     });
-    let (prepared, origin, specs) = prepare_and_describe(sandbox, bytes, actual, shared).await?;
+    let (prepared, origin, interfaces, specs) =
+        prepare_and_describe(sandbox, bytes, actual, shared).await?;
     let tools = match_declaration(decl, specs)?;
     refuse_hidden_text(&tools)?;
-    Ok((prepared, origin, tools))
+    let vetted = Vetted {
+        sha256: actual.to_string(),
+        imports: interfaces.imports,
+        exports: interfaces.exports,
+        grants: Grants::of(decl, base),
+        tool: tools
+            .iter()
+            .map(|t| {
+                let output = t.output.as_ref().map(|o| &**o.document());
+                let texts = vetted_tool(&t.title, &t.description, t.input.document(), output);
+                (t.name.as_str().to_string(), texts)
+            })
+            .collect(),
+    };
+    match lock {
+        None => {}
+        Some(None) => {
+            return Err(format!(
+                "it is not in {LOCK_FILE}, so nobody vetted it; review it (`toolhost plugin inspect`), then run `toolhost vet`"
+            )
+            .into());
+        }
+        Some(Some(locked)) => refuse_unvetted(&decl.name, locked, &vetted)?,
+    }
+    Ok((prepared, origin, tools, vetted))
+}
+
+/// The lock's file name, for messages.
+const LOCK_FILE: &str = "the manifest's lock (tools-manifest.lock)";
+
+/// Refuses a plugin whose component offers something other than what was
+/// vetted: imports, exports, tools or any text a tool hands the model. A
+/// rebuild with the same offer, and the manifest's own grants, pass.
+fn refuse_unvetted(name: &PluginName, locked: &Vetted, found: &Vetted) -> Result<(), Refused> {
+    let refusing: Vec<String> = differences(locked, found)
+        .into_iter()
+        .filter(Difference::refuses)
+        .map(|d| {
+            // One line each; `toolhost plugin diff` shows the texts.
+            d.to_string().lines().next().unwrap_or_default().to_string()
+        })
+        .collect();
+    if refusing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "it differs from what was vetted in {LOCK_FILE}: {}; review the change (`toolhost plugin diff {name}`), then run `toolhost vet` to accept it",
+        refusing.join("; "),
+    )
+    .into())
 }
 
 /// Compiles (or loads from the cache) and pre-links a component off the
@@ -332,15 +420,17 @@ async fn prepare_and_describe(
     bytes: Vec<u8>,
     digest: Sha256Digest,
     shared: Arc<PluginShared>,
-) -> Result<(PreparedPlugin, Origin, Vec<ToolSpec>), String> {
+) -> Result<(PreparedPlugin, Origin, Interfaces, Vec<ToolSpec>), String> {
     let compiler = sandbox.clone();
-    let (prepared, origin) =
-        tokio::task::spawn_blocking(move || compiler.prepare(&bytes, &digest, shared))
-            .await
-            .map_err(|e| format!("compiling the component panicked: {e}"))?
-            .map_err(|e| {
-                format!("{e}; build it for wasm32-wasip2 against wit/ (toolhost:plugin@0.2.0)")
-            })?;
+    let (prepared, origin, interfaces) = tokio::task::spawn_blocking(move || {
+        let (prepared, origin) = compiler.prepare(&bytes, &digest, shared)?;
+        // The component compiled just above: its types, not a second compile.
+        let interfaces = compiler.interfaces(&bytes, &digest)?;
+        Ok::<_, crate::sandbox::SandboxError>((prepared, origin, interfaces))
+    })
+    .await
+    .map_err(|e| format!("compiling the component panicked: {e}"))?
+    .map_err(|e| format!("{e}; build it for wasm32-wasip2 against wit/ (toolhost:plugin@0.2.0)"))?;
     let specs = prepared
         .instantiate()
         .await
@@ -350,7 +440,7 @@ async fn prepare_and_describe(
         .map_err(|e| {
             format!("describe() failed: {e}; describe() must return the tool list promptly")
         })?;
-    Ok((prepared, origin, specs))
+    Ok((prepared, origin, interfaces, specs))
 }
 
 /// Compiles one component that no manifest declares yet, instantiates it
@@ -383,7 +473,7 @@ pub async fn describe_component(
         gate: Arc::new(Network::closed().gate(&decl)?),
         files: Vec::new(),
     });
-    let (_, _, specs) = prepare_and_describe(sandbox, bytes, decl.sha256, shared).await?;
+    let (_, _, _, specs) = prepare_and_describe(sandbox, bytes, decl.sha256, shared).await?;
     Ok(specs)
 }
 

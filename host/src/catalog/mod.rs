@@ -8,20 +8,22 @@
 mod load;
 mod schema;
 mod texts;
+mod vetted;
 
 pub use load::{
     MAX_HIDDEN_REPORTED, Refusal, RefusalCause, describe_component, grant_holding, load,
-    load_described,
+    load_described, load_for_vetting,
 };
 pub use schema::{SchemaError, ToolSchema};
 pub use texts::{HiddenText, hidden_in_tool};
+pub use vetted::{Difference, differences, vetted_tool};
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::manifest::{InstanceMode, RiskClass, ToolName};
+use crate::manifest::{InstanceMode, RiskClass, ToolName, Vetted};
 use crate::queue::CallQueue;
 use crate::sandbox::PreparedPlugin;
 
@@ -45,6 +47,8 @@ pub struct CatalogTool {
 /// A plugin that passed every check at load.
 pub struct CatalogPlugin {
     pub prepared: PreparedPlugin,
+    /// What it is in the lock's terms: interfaces, tool texts, grants.
+    pub vetted: Vetted,
     /// The pinned digest of its component, for the audit trail.
     pub sha256: String,
     pub instance: InstanceMode,

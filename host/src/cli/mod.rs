@@ -18,6 +18,7 @@ mod plugin;
 mod serve;
 mod state;
 mod task;
+mod vet;
 
 use std::sync::Arc;
 
@@ -33,6 +34,7 @@ pub use plugin::{PluginArgs, PluginCommand};
 pub use serve::ServeArgs;
 pub use state::{StateArgs, StateCommand};
 pub use task::{TaskArgs, TaskCommand};
+pub use vet::VetArgs;
 
 use crate::audit::store::AuditedStore;
 use crate::audit::{Audit, Trail, TrailOptions};
@@ -70,8 +72,13 @@ pub enum Command {
     /// Check the catalog an agent will see: names, risk classes, collisions,
     /// descriptions and schemas (rules in docs/lint.md); exit 1 on errors.
     Lint(LintArgs),
-    /// Start a new plugin, or inspect a component before declaring it.
+    /// Start a new plugin, inspect a component before declaring it, or
+    /// show what a new version changes.
     Plugin(PluginArgs),
+    /// Record what the platform team approved of each plugin (interfaces,
+    /// tools and their texts, grants) in tools-manifest.lock, which every
+    /// load is held against.
+    Vet(VetArgs),
 }
 
 /// How `lint` and `plugin inspect` print what they found.
@@ -114,6 +121,7 @@ pub async fn run(cli: Cli, logs: LogRedaction) -> anyhow::Result<()> {
         Command::Call(args) => call::call(args, logs).await,
         Command::Lint(args) => lint::lint_command(args).await,
         Command::Plugin(args) => plugin::plugin(args).await,
+        Command::Vet(args) => vet::vet(args).await,
     }
 }
 

@@ -1,5 +1,6 @@
-//! `toolhost plugin new` (the scaffold) and `toolhost plugin inspect`
-//! (a component before it is declared), with the inspection's printing.
+//! `toolhost plugin new` (the scaffold), `toolhost plugin inspect` (a
+//! component before it is declared), with the inspection's printing, and
+//! `toolhost plugin diff` (in `vet.rs`).
 
 use std::path::PathBuf;
 
@@ -41,6 +42,23 @@ pub enum PluginCommand {
         #[arg(long, value_enum, default_value_t = LintFormat::Text)]
         format: LintFormat,
     },
+    /// Show what a new version changes, for a reviewer: imports gained and
+    /// lost (flagging sockets, HTTP and file system), tools added and
+    /// removed, texts changed (hidden characters escaped), grants changed,
+    /// and the lint's findings on the new version. Either two component
+    /// files, or one plugin of the manifest against tools-manifest.lock.
+    Diff {
+        /// The old component (.wasm), or a plugin name to compare with the lock.
+        old: String,
+        /// The new component (.wasm); omit it to compare a plugin with the lock.
+        new: Option<PathBuf>,
+        /// The manifest whose lock a plugin name is compared with.
+        #[arg(long, default_value = "tools-manifest.toml")]
+        manifest: PathBuf,
+        /// `text` for people, `json` for scripts and CI.
+        #[arg(long, value_enum, default_value_t = LintFormat::Text)]
+        format: LintFormat,
+    },
 }
 
 pub(super) async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
@@ -72,6 +90,12 @@ pub(super) async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        PluginCommand::Diff {
+            old,
+            new,
+            manifest,
+            format,
+        } => super::vet::diff(old, new, manifest, format).await,
         PluginCommand::Inspect { file, format } => {
             let inspection = inspect::inspect(&file).await?;
             match format {

@@ -6,10 +6,12 @@
 //! the fix. No raw TOML value leaves it. It never touches a component: the
 //! pin is checked where the component is loaded.
 
+mod lock;
 mod names;
 mod network;
 mod raw;
 
+pub use lock::{Grants, LOCK_VERSION, Lock, LockError, ToolTexts, Vetted, VettedTool};
 pub use names::{PluginName, Sha256Digest, ToolName};
 pub use network::{
     AllowEntry, CredentialDecl, Destination, HostPattern, NetworkDecl, NetworkLimits, Scheme,
@@ -234,6 +236,10 @@ pub struct Manifest {
     pub wasm_stack_bytes: usize,
     pub lint: LintSettings,
     pub plugins: Vec<PluginDecl>,
+    /// The manifest's folder: relative paths in it start there.
+    pub base: PathBuf,
+    /// `tools-manifest.lock` beside it, if there is one (see `lock`).
+    pub lock: Option<Lock>,
 }
 
 /// `[lint]`: what the catalog lint holds every tool to.
@@ -291,6 +297,8 @@ pub enum ManifestError {
         message: String,
         fix: String,
     },
+    #[error(transparent)]
+    Lock(#[from] LockError),
 }
 
 impl Manifest {
@@ -309,7 +317,14 @@ impl Manifest {
             path: path.to_path_buf(),
             source,
         })?;
-        Manifest::parse(path, &base, &text)
+        let mut manifest = Manifest::parse(path, &base, &text)?;
+        manifest.lock = Lock::read(&Lock::path_for(path))?;
+        Ok(manifest)
+    }
+
+    /// Where this manifest's lock is (whether or not it exists).
+    pub fn lock_path(&self) -> PathBuf {
+        Lock::path_for(&self.path)
     }
 
     /// Vets manifest `text`; `path` is only used in messages.
@@ -393,6 +408,8 @@ impl Manifest {
                 )? as usize,
             },
             plugins,
+            base: base.to_path_buf(),
+            lock: None,
         })
     }
 

@@ -117,15 +117,7 @@ async fn a_component_that_differs_from_its_pin_is_refused_and_the_rest_served() 
 }
 
 async fn served_tools(entries: Vec<PluginEntry>) -> Vec<String> {
-    let m = manifest(entries);
-    let client = stdio(&m, &[]).await;
-    let names = tools(&client)
-        .await
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
-    client.cancel().await.unwrap();
-    names
+    served_names(&manifest(entries)).await
 }
 
 #[tokio::test]

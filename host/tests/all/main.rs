@@ -22,3 +22,4 @@ mod sessions;
 mod support;
 mod tasks;
 mod transport;
+mod vetting;

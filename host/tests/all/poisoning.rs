@@ -321,12 +321,7 @@ fn instruction_shaped_text_is_a_lint_error_unless_a_reviewer_allows_it() {
     let m = manifest(vec![describing("desk", steering, KEY)]);
     let (passed, report) = lint_json(&m.path);
     assert!(!passed);
-    let rules: Vec<&str> = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["rule"].as_str().unwrap())
-        .collect();
+    let rules = finding_rules(&report);
     for rule in ["text-instruction", "text-tool-reference", "text-link"] {
         assert!(rules.contains(&rule), "{rule}: {report:#}");
     }
@@ -387,12 +382,7 @@ fn hidden_text_cannot_be_allowed() {
     let m = manifest(vec![zwsp]);
     let (passed, report) = lint_json(&m.path);
     assert!(!passed);
-    let mut rules: Vec<&str> = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["rule"].as_str().unwrap())
-        .collect();
+    let mut rules = finding_rules(&report);
     rules.sort();
     assert_eq!(rules, ["allow-unknown", "text-hidden"], "{report:#}");
 }

@@ -576,3 +576,25 @@ pub async fn save_until_it_fails(client: std::sync::Arc<Client>, prefix: String)
     }
     acknowledged
 }
+
+/// The names of the tools a stdio client of `m` is served.
+pub async fn served_names(m: &TestManifest) -> Vec<String> {
+    let client = stdio(m, &[]).await;
+    let names = tools(&client)
+        .await
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    client.cancel().await.unwrap();
+    names
+}
+
+/// The rule of each finding of a `--format json` lint report, in order.
+pub fn finding_rules(report: &Value) -> Vec<&str> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect()
+}

@@ -1,0 +1,287 @@
+//! `toolhost vet` (record what the platform team approved in
+//! `tools-manifest.lock`) and `toolhost plugin diff` (what a reviewer must
+//! see before approving a change: against the lock, or between two
+//! component files).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::bail;
+use clap::Args;
+use serde::Serialize;
+
+use super::{LintFormat, cached_sandbox, open_store, open_trail};
+use crate::audit::{Audit, Event};
+use crate::catalog::{self, Catalog, Difference, differences, vetted_tool};
+use crate::lint::{self, Finding};
+use crate::manifest::{Grants, LOCK_VERSION, Lock, Manifest, PluginName, Sha256Digest, Vetted};
+use crate::store::Store;
+use crate::store::sqlite::operator as cli_operator;
+use crate::{inspect, text};
+
+#[derive(Args)]
+pub struct VetArgs {
+    /// The manifest; the lock is written beside it (`tools-manifest.lock`).
+    #[arg(default_value = "tools-manifest.toml")]
+    pub manifest: PathBuf,
+    /// Write nothing: exit 1 if the lock is missing or any plugin differs
+    /// from it in anything (component, interfaces, tools, texts, grants).
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Loads every plugin without holding it against the lock, so what changed
+/// can be seen and accepted; a plugin refused for any other reason is not
+/// vetted.
+async fn load_unlocked(manifest: &Manifest) -> anyhow::Result<Catalog> {
+    let store: Arc<dyn Store> = open_store(manifest)?;
+    let sandbox = cached_sandbox(manifest)?;
+    Ok(catalog::load_for_vetting(manifest, &sandbox, &store).await)
+}
+
+fn lock_of(catalog: &Catalog) -> Lock {
+    Lock {
+        version: LOCK_VERSION,
+        plugin: catalog
+            .plugins
+            .iter()
+            .map(|p| (p.prepared.shared().name.to_string(), p.vetted.clone()))
+            .collect(),
+    }
+}
+
+/// Every difference between the lock and what loads now, by plugin;
+/// plugins new to the lock or gone from it are named as such.
+fn compare(old: &Lock, new: &Lock) -> BTreeMap<String, Vec<String>> {
+    let mut report = BTreeMap::new();
+    for (name, vetted) in &new.plugin {
+        let lines = match old.plugin.get(name) {
+            None => vec!["+ plugin (not in the lock)".to_string()],
+            Some(locked) => differences(locked, vetted)
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        };
+        if !lines.is_empty() {
+            report.insert(name.clone(), lines);
+        }
+    }
+    for name in old.plugin.keys().filter(|n| !new.plugin.contains_key(*n)) {
+        report.insert(name.clone(), vec!["- plugin (no longer declared)".into()]);
+    }
+    report
+}
+
+pub(super) async fn vet(args: VetArgs) -> anyhow::Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let catalog = load_unlocked(&manifest).await?;
+    if !catalog.refusals.is_empty() {
+        for refusal in &catalog.refusals {
+            eprintln!("{}", text::escape_hidden(&refusal.to_string()));
+        }
+        bail!(
+            "{} plugin(s) are refused for reasons a lock cannot accept (see above); fix them, then vet again",
+            catalog.refusals.len()
+        );
+    }
+    let found = lock_of(&catalog);
+    let path = manifest.lock_path();
+    let old = manifest.lock.clone().unwrap_or_default();
+    let report = compare(&old, &found);
+    for (plugin, lines) in &report {
+        println!("plugin `{plugin}`");
+        for line in lines {
+            for part in line.lines() {
+                println!("  {part}");
+            }
+        }
+    }
+    if args.check {
+        if manifest.lock.is_none() {
+            bail!(
+                "{} does not exist; run `toolhost vet` to write it",
+                path.display()
+            );
+        }
+        if !report.is_empty() {
+            bail!(
+                "{} plugin(s) differ from {} (see above); review them and run `toolhost vet`",
+                report.len(),
+                path.display()
+            );
+        }
+        println!("{}: every plugin is as vetted", path.display());
+        return Ok(());
+    }
+    if manifest.lock.is_some() && report.is_empty() {
+        println!("{}: every plugin is as vetted; unchanged", path.display());
+        return Ok(());
+    }
+    found.write(&path)?;
+    // Vetting is a decision like opening a task: on disk before it is
+    // reported done.
+    let written = std::fs::read(&path)?;
+    let audit = Audit::direct(open_trail(&manifest)?);
+    audit
+        .record_durable(Event::PluginsVetted {
+            lock: path.display().to_string(),
+            lock_sha256: Sha256Digest::of(&written).to_string(),
+            plugins: found.plugin.keys().cloned().collect(),
+            changed: report.keys().cloned().collect(),
+            by: cli_operator(),
+        })
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!("the lock was written but not recorded in the audit trail: {e}")
+        })?;
+    println!(
+        "{}: {} plugin(s) vetted",
+        path.display(),
+        found.plugin.len()
+    );
+    Ok(())
+}
+
+/// What `plugin diff` prints as JSON.
+#[derive(Serialize)]
+struct DiffReport {
+    old: String,
+    new: String,
+    differences: Vec<Difference>,
+    /// The lint's findings on the new version.
+    lint: Vec<Finding>,
+}
+
+/// `toolhost plugin diff`: OLD and NEW component files (or OCI-free paths),
+/// or one plugin name against its entry in the lock.
+pub(super) async fn diff(
+    old: String,
+    new: Option<PathBuf>,
+    manifest: PathBuf,
+    format: LintFormat,
+) -> anyhow::Result<()> {
+    let report = match new {
+        Some(new) => diff_files(Path::new(&old), &new).await?,
+        None => diff_against_lock(&old, &manifest).await?,
+    };
+    match format {
+        LintFormat::Json => println!("{}", text::json(&serde_json::to_value(&report)?, true)),
+        LintFormat::Text => {
+            println!("{} -> {}", report.old, report.new);
+            if report.differences.is_empty() {
+                println!("  no differences");
+            }
+            for difference in &report.differences {
+                for line in difference.to_string().lines() {
+                    println!("  {line}");
+                }
+            }
+            println!("\nlint of the new version");
+            for finding in &report.lint {
+                for line in finding.to_string().lines() {
+                    println!("  {line}");
+                }
+            }
+            println!("  {} finding(s)", report.lint.len());
+        }
+    }
+    Ok(())
+}
+
+/// Two component files, each described with nothing granted (as
+/// `plugin inspect` does); grants are not compared, since files have none.
+async fn diff_files(old: &Path, new: &Path) -> anyhow::Result<DiffReport> {
+    let vetted_file = |inspection: &inspect::Inspection| -> anyhow::Result<Vetted> {
+        if let Some(misfit) = &inspection.misfit {
+            bail!(
+                "{} cannot be described: {}",
+                inspection.file.display(),
+                text::escape_hidden(misfit)
+            );
+        }
+        Ok(Vetted {
+            sha256: inspection.sha256.clone(),
+            imports: inspection.imports.clone(),
+            exports: inspection.exports.clone(),
+            grants: Grants {
+                instance: String::new(),
+                config: BTreeMap::new(),
+                limits: BTreeMap::new(),
+                network: Vec::new(),
+                credentials: Vec::new(),
+                files: Vec::new(),
+            },
+            tool: inspection
+                .tools
+                .iter()
+                .map(|t| {
+                    let object = |v: &serde_json::Value| v.as_object().cloned().unwrap_or_default();
+                    let input = object(&t.input_schema);
+                    let output = t.output_schema.as_ref().map(object);
+                    (
+                        t.name.clone(),
+                        vetted_tool(&t.title, &t.description, &input, output.as_ref()),
+                    )
+                })
+                .collect(),
+        })
+    };
+    let old_inspection = inspect::inspect(old).await?;
+    let new_inspection = inspect::inspect(new).await?;
+    let (before, after) = (vetted_file(&old_inspection)?, vetted_file(&new_inspection)?);
+    Ok(DiffReport {
+        old: old.display().to_string(),
+        new: new.display().to_string(),
+        differences: differences(&before, &after),
+        lint: new_inspection.lint.findings,
+    })
+}
+
+/// A declared plugin as it loads now, against what its lock entry says.
+async fn diff_against_lock(name: &str, manifest: &Path) -> anyhow::Result<DiffReport> {
+    let name = PluginName::try_from(name.to_string()).map_err(|_| {
+        anyhow::anyhow!(
+            "{name:?} is neither a file nor a plugin name; give two component files (OLD NEW) or one plugin of the manifest"
+        )
+    })?;
+    let manifest = Manifest::load(manifest)?;
+    let Some(lock) = &manifest.lock else {
+        bail!(
+            "{} does not exist; compare two files (`toolhost plugin diff OLD NEW`) or run `toolhost vet` first",
+            manifest.lock_path().display()
+        );
+    };
+    if !manifest.plugins.iter().any(|p| p.name == name) {
+        bail!("the manifest declares no plugin `{name}`");
+    }
+    let catalog = load_unlocked(&manifest).await?;
+    if let Some(refusal) = catalog.refusals.iter().find(|r| r.plugin == name) {
+        bail!("{}", text::escape_hidden(&refusal.to_string()));
+    }
+    let plugin = catalog
+        .plugins
+        .iter()
+        .find(|p| p.prepared.shared().name == name)
+        .expect("a declared plugin that was not refused loaded");
+    let lint = lint::lint(&manifest, &catalog)
+        .findings
+        .into_iter()
+        .filter(|f| f.plugin == name.as_str())
+        .collect();
+    let differences = match lock.plugin.get(name.as_str()) {
+        Some(locked) => differences(locked, &plugin.vetted),
+        None => plugin
+            .vetted
+            .tool
+            .keys()
+            .map(|tool| Difference::ToolAdded { tool: tool.clone() })
+            .collect(),
+    };
+    Ok(DiffReport {
+        old: format!("{} (`{name}`)", manifest.lock_path().display()),
+        new: plugin.vetted.sha256.clone(),
+        differences,
+        lint,
+    })
+}
