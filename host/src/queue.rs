@@ -4,10 +4,11 @@
 //! holds a bounded share of the host, and a client learns to back off
 //! instead of waiting on a pile-up.
 //!
-//! Those places are shared fairly: one session holds at most
-//! `limits.session_share` of them (running or waiting) and all the sessions
-//! of one task at most `limits.task_share`, so a client that floods a
-//! plugin with slow calls gets `busy` while other clients are still served.
+//! Those places are shared fairly when they run short: the last
+//! `limits.session_share` places are kept for sessions holding fewer than
+//! that many (and whose task holds fewer than `limits.task_share`), so a
+//! client that floods a plugin with slow calls gets `busy` while other
+//! clients are still served, and a client alone may still use the rest.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -126,13 +127,15 @@ impl CallQueue {
         self.places.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes a place for `tenant` if the plugin has room and the tenant has
-    /// not used its share, or refuses at once. Taken before the call is
-    /// admitted (and charged to its task), so a call refused for room has
-    /// cost nothing.
+    /// Takes a place for `tenant` if the plugin has room, or refuses at
+    /// once. A tenant at or beyond its share (its session's, or its task's)
+    /// gets a place only while the last `session_share` places stay free
+    /// for the others. Taken before the call is admitted (and charged to
+    /// its task), so a call refused for room has cost nothing.
     pub fn reserve(&self, tenant: Tenant) -> Result<Place<'_>, Full> {
         let mut places = self.lock();
-        if places.admitted >= self.concurrent.saturating_add(self.queue) {
+        let capacity = self.concurrent.saturating_add(self.queue);
+        if places.admitted >= capacity {
             return Err(Full::Plugin {
                 concurrent: self.concurrent,
                 queue: self.queue,
@@ -140,17 +143,26 @@ impl CallQueue {
         }
         let held =
             |map: &HashMap<Arc<str>, u32>, key: &Arc<str>| map.get(key).copied().unwrap_or(0);
-        if held(&places.by_session, &tenant.session) >= self.session_share {
-            return Err(Full::SessionShare {
+        let beyond = if held(&places.by_session, &tenant.session) >= self.session_share {
+            Some(Full::SessionShare {
                 share: self.session_share,
-            });
-        }
-        if let Some(task) = &tenant.task
-            && held(&places.by_task, task) >= self.task_share
+            })
+        } else {
+            tenant
+                .task
+                .as_ref()
+                .filter(|task| held(&places.by_task, task) >= self.task_share)
+                .map(|_| Full::TaskShare {
+                    share: self.task_share,
+                })
+        };
+        // The places kept back, never all of them: a share as large as the
+        // plugin keeps one place for the others.
+        let reserve = self.session_share.min(capacity - 1);
+        if let Some(full) = beyond
+            && places.admitted + 1 + reserve > capacity
         {
-            return Err(Full::TaskShare {
-                share: self.task_share,
-            });
+            return Err(full);
         }
         places.admitted += 1;
         *places.by_session.entry(tenant.session.clone()).or_default() += 1;
@@ -229,29 +241,52 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_session_or_task_beyond_its_share_is_refused_while_others_get_places() {
+    async fn beyond_its_share_a_tenant_cannot_take_the_last_places() {
+        // Eight places; the last three are kept for tenants within their
+        // share (three for a session, four for a task).
         let queue = CallQueue::new(2, 6, 3, 4);
-        let flood: Vec<_> = (0..3)
+        // Alone, a session may take all but the reserve: five places.
+        let flood: Vec<_> = (0..5)
             .map(|_| queue.reserve(tenant("a", Some("t"))).unwrap())
             .collect();
         assert_eq!(
             queue.reserve(tenant("a", Some("t"))).err(),
             Some(Full::SessionShare { share: 3 })
         );
-        // Another session of the same task has one place left of the task's.
-        let fourth = queue.reserve(tenant("b", Some("t"))).unwrap();
+        // Another session of the same task: its task is beyond its share.
         assert_eq!(
             queue.reserve(tenant("b", Some("t"))).err(),
             Some(Full::TaskShare { share: 4 })
         );
-        // A session of no task, or of another task, is served.
-        let other = queue.reserve(tenant("c", None)).unwrap();
-        let another = queue.reserve(tenant("d", Some("u"))).unwrap();
+        // A session of no task, or of another task, is served, down to the
+        // last place.
+        let others = [
+            queue.reserve(tenant("c", None)).unwrap(),
+            queue.reserve(tenant("d", Some("u"))).unwrap(),
+            queue.reserve(tenant("e", None)).unwrap(),
+        ];
+        assert!(matches!(
+            queue.reserve(tenant("f", None)).err(),
+            Some(Full::Plugin { .. })
+        ));
         // Places come back per tenant.
         drop(flood);
         assert!(queue.reserve(tenant("a", Some("t"))).is_ok());
-        drop((fourth, other, another));
+        drop(others);
         assert_eq!(queue.lock().admitted, 0);
         assert!(queue.lock().by_task.is_empty() && queue.lock().by_session.is_empty());
+    }
+
+    #[test]
+    fn a_lone_client_uses_every_place_but_the_reserve() {
+        let queue = CallQueue::new(16, 64, 10, 40);
+        let held: Vec<_> = (0..70)
+            .map(|_| queue.reserve(tenant("only", None)).unwrap())
+            .collect();
+        assert_eq!(
+            queue.reserve(tenant("only", None)).err(),
+            Some(Full::SessionShare { share: 10 })
+        );
+        drop(held);
     }
 }

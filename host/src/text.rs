@@ -100,35 +100,92 @@ impl fmt::Display for Hidden {
 /// Every character of `text` that may not be shown to the model, in order,
 /// with neighbours of one kind joined into one run.
 pub fn hidden(text: &str) -> Vec<Hidden> {
-    let chars: Vec<char> = text.chars().collect();
+    hidden_within(text, usize::MAX).0
+}
+
+/// [`hidden`], keeping at most `max` runs: whatever a plugin sends, the
+/// report stays small. Also returns how many runs there are in all.
+pub fn hidden_within(text: &str, max: usize) -> (Vec<Hidden>, usize) {
     let mut found: Vec<Hidden> = Vec::new();
-    for (index, &ch) in chars.iter().enumerate() {
-        if ch.is_ascii() && !ch.is_ascii_control() {
+    let mut total = 0;
+    // The last run, kept even once `found` is full, so runs are counted
+    // the same way whether or not they are reported.
+    let mut last: Option<(HiddenKind, usize)> = None;
+    for at in in_context(text) {
+        if at.ch.is_ascii() && !at.ch.is_ascii_control() {
             continue;
         }
-        let before = index.checked_sub(1).map(|i| chars[i]);
-        let after = chars.get(index + 1).copied();
-        let Some((kind, reads_as)) = classify(ch, before, after, &chars[..index]) else {
+        let Some((kind, reads_as)) = classify(&at) else {
             continue;
         };
-        let reads_as = reads_as.or_else(|| tag_ascii(ch).map(String::from));
-        match found.last_mut() {
-            Some(run) if run.kind == kind && run.index + run.len == index => {
-                run.len += 1;
-                if let (Some(text), Some(more)) = (&mut run.reads_as, reads_as) {
-                    text.push_str(&more);
+        let reads_as = reads_as.or_else(|| tag_ascii(at.ch).map(String::from));
+        match last {
+            Some((run_kind, end)) if run_kind == kind && end == at.index => {
+                last = Some((kind, at.index + 1));
+                if let Some(run) = found.last_mut().filter(|r| r.index + r.len == at.index) {
+                    run.len += 1;
+                    if let Some(more) = reads_as {
+                        run.reads_as.get_or_insert_default().push_str(&more);
+                    }
                 }
             }
-            _ => found.push(Hidden {
-                kind,
-                ch,
-                index,
-                len: 1,
-                reads_as,
-            }),
+            _ => {
+                last = Some((kind, at.index + 1));
+                total += 1;
+                if found.len() < max {
+                    found.push(Hidden {
+                        kind,
+                        ch: at.ch,
+                        index: at.index,
+                        len: 1,
+                        reads_as,
+                    });
+                }
+            }
         }
     }
-    found
+    (found, total)
+}
+
+/// A character with what its classification looks at around it.
+struct InContext {
+    ch: char,
+    index: usize,
+    before: Option<char>,
+    after: Option<char>,
+    /// The last character before it that is not a presentation selector or
+    /// a skin-tone modifier: what a joiner joins.
+    base: Option<char>,
+}
+
+/// The characters of `text` in context, without copying the text.
+fn in_context(text: &str) -> impl Iterator<Item = InContext> + '_ {
+    let mut chars = text.chars().peekable();
+    let mut index = 0;
+    let mut before = None;
+    let mut base = None;
+    std::iter::from_fn(move || {
+        let ch = chars.next()?;
+        let at = InContext {
+            ch,
+            index,
+            before,
+            after: chars.peek().copied(),
+            base,
+        };
+        index += 1;
+        before = Some(ch);
+        if !is_emoji_modifier(ch) {
+            base = Some(ch);
+        }
+        Some(at)
+    })
+}
+
+/// The emoji presentation selector and the skin-tone modifiers, which may
+/// stand between an emoji and the joiner that follows it.
+fn is_emoji_modifier(c: char) -> bool {
+    matches!(c, '\u{fe0f}' | '\u{1f3fb}'..='\u{1f3ff}')
 }
 
 /// The ASCII character a Unicode tag character stands for: tags spell
@@ -139,16 +196,12 @@ fn tag_ascii(c: char) -> Option<char> {
         .flatten()
 }
 
-/// Why `ch` is hidden, given its neighbours, or `None` if it may stay.
-fn classify(
-    ch: char,
-    before: Option<char>,
-    after: Option<char>,
-    preceding: &[char],
-) -> Option<(HiddenKind, Option<String>)> {
-    let kind = match ch {
+/// Why a character is hidden, given its neighbours, or `None` if it may
+/// stay.
+fn classify(at: &InContext) -> Option<(HiddenKind, Option<String>)> {
+    let kind = match at.ch {
         '\n' | '\t' => return None,
-        '\u{1b}' if after.is_some_and(is_escape_introducer) => HiddenKind::TerminalEscape,
+        '\u{1b}' if at.after.is_some_and(is_escape_introducer) => HiddenKind::TerminalEscape,
         '\u{9b}' => HiddenKind::TerminalEscape,
         '\u{2028}' | '\u{2029}' => HiddenKind::Control,
         c if c.is_control() => HiddenKind::Control,
@@ -157,12 +210,12 @@ fn classify(
         }
         // The one invisible character with a visible use: joining emoji
         // into one picture (a family, a profession).
-        '\u{200d}' if joins_emoji(preceding, after) => return None,
+        '\u{200d}' if joins_emoji(at.base, at.after) => return None,
         '\u{fe00}'..='\u{fe0f}'
         | '\u{e0100}'..='\u{e01ef}'
         | '\u{180b}'..='\u{180d}'
         | '\u{180f}' => {
-            if selects_something(ch, before) {
+            if presents_emoji(at.ch, at.before, at.after) {
                 return None;
             }
             HiddenKind::StrayVariationSelector
@@ -195,49 +248,38 @@ fn is_default_ignorable(c: char) -> bool {
         | '\u{e0000}'..='\u{e00ff}' | '\u{e01f0}'..='\u{e0fff}')
 }
 
-/// A zero-width joiner between two emoji (past the presentation selector
-/// and skin-tone modifiers that may end the first one).
-fn joins_emoji(preceding: &[char], after: Option<char>) -> bool {
-    let base = preceding
-        .iter()
-        .rev()
-        .find(|c| !matches!(c, '\u{fe0f}' | '\u{1f3fb}'..='\u{1f3ff}'));
+/// A zero-width joiner between two emoji (`base` is the last character
+/// before it past the presentation selector and skin-tone modifiers).
+fn joins_emoji(base: Option<char>, after: Option<char>) -> bool {
     let is_pictograph = |c: char| c.is_emoji_char() && !c.is_ascii();
-    base.is_some_and(|&c| is_pictograph(c)) && after.is_some_and(is_pictograph)
+    base.is_some_and(is_pictograph) && after.is_some_and(is_pictograph)
 }
 
-/// Whether a variation selector follows a character it can select a
-/// variant of: a text or emoji presentation after an emoji, a standardized
-/// variant after a non-ASCII letter, number or symbol, an ideographic
-/// variant after a CJK ideograph, a Mongolian variant after a Mongolian
-/// letter.
-fn selects_something(selector: char, base: Option<char>) -> bool {
-    let Some(base) = base else { return false };
-    match selector {
-        '\u{fe0e}' | '\u{fe0f}' => base.is_emoji_char(),
-        '\u{fe00}'..='\u{fe0d}' => {
-            !base.is_ascii()
-                && matches!(
-                    base.general_category(),
-                    GeneralCategory::UppercaseLetter
-                        | GeneralCategory::LowercaseLetter
-                        | GeneralCategory::OtherLetter
-                        | GeneralCategory::MathSymbol
-                        | GeneralCategory::OtherSymbol
-                        | GeneralCategory::OtherNumber
-                        | GeneralCategory::OtherPunctuation
-                )
+/// The one use of a variation selector a tool's text has: asking for the
+/// text or emoji presentation of an emoji (❤️), or making a keycap (1️⃣).
+/// Every other selector (the standardized and ideographic variants, a
+/// second selector, one after a letter) can carry bits no one sees, and is
+/// refused.
+fn presents_emoji(selector: char, base: Option<char>, after: Option<char>) -> bool {
+    if !matches!(selector, '\u{fe0e}' | '\u{fe0f}') {
+        return false;
+    }
+    match base {
+        Some(base) if base.is_ascii() => {
+            selector == '\u{fe0f}'
+                && matches!(base, '0'..='9' | '#' | '*')
+                && after == Some('\u{20e3}')
         }
-        '\u{e0100}'..='\u{e01ef}' => matches!(base,
-            '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{f900}'..='\u{faff}'
-            | '\u{20000}'..='\u{3ffff}'),
-        _ => matches!(base, '\u{1820}'..='\u{18aa}'),
+        Some(base) => base.is_emoji_char(),
+        None => false,
     }
 }
 
 /// What NFKC makes of `c`, when that spells ASCII letters or digits with a
 /// character that is not one: `ｎｏｔｅｓ` reads as `notes` to a model but
-/// not to a reviewer's search. Numbers written another way (fullwidth,
+/// not to a reviewer's search. Visibly different forms stay: emoji (ℹ️,
+/// Ⓜ️), CJK squared units and enclosed ideographs (㎡, ㋀), superscript
+/// modifier letters (1ᵉʳ). Numbers written another way (fullwidth,
 /// superscript, fractions, circled) and a few common signs (™, №, ℃, ª) say the
 /// same thing either way and stay: fullwidth digits are ordinary in
 /// Japanese text.
@@ -245,8 +287,12 @@ fn compatibility(c: char) -> Option<String> {
     if c.is_ascii()
         || matches!(
             c.general_category(),
-            GeneralCategory::DecimalNumber | GeneralCategory::OtherNumber
+            GeneralCategory::DecimalNumber
+                | GeneralCategory::OtherNumber
+                | GeneralCategory::ModifierLetter
         )
+        || c.is_emoji_char()
+        || matches!(c, '\u{3200}'..='\u{33ff}')
         || matches!(c, '™' | '℠' | '№' | '℃' | '℉' | 'ª' | 'º')
     {
         return None;
@@ -304,34 +350,28 @@ pub fn escape_hidden(text: &str) -> String {
 }
 
 fn escape(text: &str, backslash: bool) -> String {
-    let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
-    for (i, &c) in chars.iter().enumerate() {
-        match c {
+    for at in in_context(text) {
+        match at.ch {
             '\\' if backslash => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
-            _ if escapes_at(&chars, i) => out.push_str(&escaped(c)),
+            _ if escapes(&at) => out.push_str(&escaped(at.ch)),
             c => out.push(c),
         }
     }
     out
 }
 
-/// Whether the character at `i` is written escaped. Joiners and variation
-/// selectors that are part of an emoji or a variant (👨‍👩‍👧, ❤️) are shown
-/// as they are, as the check lets them pass; elsewhere they are escaped.
-fn escapes_at(chars: &[char], i: usize) -> bool {
-    let c = chars[i];
-    if !needs_escape(c) {
+/// Whether a character is written escaped. Joiners and selectors that are
+/// part of an emoji (👨‍👩‍👧, ❤️) are shown as they are, as the check lets
+/// them pass; elsewhere they are escaped.
+fn escapes(at: &InContext) -> bool {
+    if !needs_escape(at.ch) {
         return false;
     }
-    if matches!(c,
-        '\u{200d}' | '\u{fe00}'..='\u{fe0f}' | '\u{e0100}'..='\u{e01ef}' | '\u{180b}'..='\u{180d}'
-        | '\u{180f}')
-    {
-        let before = i.checked_sub(1).map(|b| chars[b]);
-        return classify(c, before, chars.get(i + 1).copied(), &chars[..i]).is_some();
+    if matches!(at.ch, '\u{200d}' | '\u{fe0e}' | '\u{fe0f}') {
+        return classify(at).is_some();
     }
     true
 }
@@ -346,12 +386,13 @@ pub fn json(value: &Value, pretty: bool) -> String {
         serde_json::to_string(value)
     }
     .expect("a JSON value serialises");
-    let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
-    for (i, &c) in chars.iter().enumerate() {
+    for at in in_context(&text) {
+        let c = at.ch;
         // serde_json has already escaped the ASCII controls and the quote
-        // and backslash; what is left to escape can only be inside strings.
-        if !c.is_ascii() && escapes_at(&chars, i) {
+        // and backslash; what is left to escape can only be inside strings
+        // (and DEL, which it leaves as it is).
+        if c == '\u{7f}' || (!c.is_ascii() && escapes(&at)) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 out.push_str(&format!("\\u{unit:04x}"));
@@ -429,6 +470,11 @@ mod tests {
             ("\u{fe0f}abc", StrayVariationSelector, '\u{fe0f}'),
             ("a\u{fe0f}bc", StrayVariationSelector, '\u{fe0f}'),
             ("a\u{e0100}bc", StrayVariationSelector, '\u{e0100}'),
+            ("葛\u{e0100}", StrayVariationSelector, '\u{e0100}'),
+            ("≩\u{fe00}", StrayVariationSelector, '\u{fe00}'),
+            ("ü\u{fe0f}", StrayVariationSelector, '\u{fe0f}'),
+            ("1\u{fe0f} item", StrayVariationSelector, '\u{fe0f}'),
+            ("❤\u{fe0f}\u{fe0f}", StrayVariationSelector, '\u{fe0f}'),
             ("a\u{e000}b", Unassigned, '\u{e000}'),
             ("a\u{10ffff}b", Unassigned, '\u{10ffff}'),
             ("call ｎｏｔｅｓ", Compatibility, 'ｎ'),
@@ -453,7 +499,7 @@ mod tests {
             "A family 👨‍👩‍👧 and a pilot 🧑🏽‍✈️ and a rainbow flag 🏳️‍🌈.",
             "Fläche in m², ½ Liter, ① first, 3™, № 5, 20 ℃, 1ª vez.",
             "Lines\nand\ttabs … — “quoted” ‘single’ «guillemets» non\u{a0}breaking",
-            "Ideographic variant 葛\u{e0100} and math ≩\u{fe00}.",
+            "Emoji that NFKC folds: ℹ️ Ⓜ️; units ㎡ ㎏, ㋀; the 1ᵉʳ of May; keycap 1\u{fe0f}\u{20e3}.",
             "Привет, Καλημέρα, مرحبا, שלום, नमस्ते",
         ] {
             assert_eq!(hidden(text), vec![], "{text}");
@@ -473,6 +519,18 @@ mod tests {
             found[1].to_string(),
             "an invisible character \\u{e0068} (U+E0068) and 1 more like it from character 16, which spell \"hi\" in tag characters"
         );
+    }
+
+    #[test]
+    fn the_report_is_bounded_whatever_the_text() {
+        let text = "\u{1}a".repeat(10_000);
+        let (found, total) = hidden_within(&text, 20);
+        assert_eq!((found.len(), total), (20, 10_000));
+        // A run that starts with another invisible character still says
+        // what its tag characters spell.
+        let found = hidden("x\u{200b}\u{e0068}\u{e0069}");
+        assert_eq!((found.len(), found[0].len), (1, 3));
+        assert_eq!(found[0].reads_as.as_deref(), Some("hi"));
     }
 
     #[test]

@@ -551,15 +551,16 @@ fn refuse_hidden_text(tools: &[CatalogTool]) -> Result<(), Refused> {
     let mut found: Vec<HiddenText> = Vec::new();
     let mut total = 0;
     for tool in tools {
-        let hidden = hidden_in_tool(
+        let (hidden, all) = hidden_in_tool(
             tool.name.as_str(),
             &tool.title,
             &tool.description,
             tool.input.document(),
             tool.output.as_ref().map(|o| &**o.document()),
+            MAX_HIDDEN_REPORTED - found.len(),
         );
-        total += hidden.len();
-        found.extend(hidden.into_iter().take(MAX_HIDDEN_REPORTED - found.len()));
+        total += all;
+        found.extend(hidden);
     }
     if found.is_empty() {
         return Ok(());

@@ -30,16 +30,18 @@ impl fmt::Display for HiddenText {
     }
 }
 
-/// Every place a tool's model-facing text holds a hidden character. The
-/// whole schema is walked, keys included: all of it reaches the model, not
-/// only `description` and `title`.
+/// The places a tool's model-facing text holds a hidden character, at most
+/// `max` of them, and how many there are in all. The whole schema is
+/// walked, keys included: all of it reaches the model, not only
+/// `description` and `title`.
 pub fn hidden_in_tool(
     tool: &str,
     title: &str,
     description: &str,
     input: &Map<String, Value>,
     output: Option<&Map<String, Value>>,
-) -> Vec<HiddenText> {
+    max: usize,
+) -> (Vec<HiddenText>, usize) {
     let mut texts: Vec<(String, &str)> = vec![
         ("/title".into(), title),
         ("/description".into(), description),
@@ -48,16 +50,16 @@ pub fn hidden_in_tool(
     if let Some(output) = output {
         text::object_strings(output, "/outputSchema", &mut texts);
     }
-    texts
-        .into_iter()
-        .flat_map(|(at, text)| {
-            text::hidden(text)
-                .into_iter()
-                .map(move |hidden| HiddenText {
-                    tool: tool.to_string(),
-                    at: at.clone(),
-                    hidden,
-                })
-        })
-        .collect()
+    let mut found = Vec::new();
+    let mut total = 0;
+    for (at, text) in texts {
+        let (hidden, all) = text::hidden_within(text, max - found.len());
+        total += all;
+        found.extend(hidden.into_iter().map(|hidden| HiddenText {
+            tool: tool.to_string(),
+            at: at.clone(),
+            hidden,
+        }));
+    }
+    (found, total)
 }

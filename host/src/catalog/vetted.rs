@@ -155,7 +155,7 @@ impl fmt::Display for Difference {
                     }
                     (None, Some(new)) => write!(
                         f,
-                        " (the lock keeps only its hash); now:\n    + {}",
+                        "\n    (the lock keeps only its hash) now:\n    + {}",
                         visible(new)
                     ),
                     _ => Ok(()),

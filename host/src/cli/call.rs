@@ -12,6 +12,7 @@ use crate::audit::{Audit, Event};
 use crate::manifest::Manifest;
 use crate::redact::LogRedaction;
 use crate::session::{Session, Transport};
+use crate::text;
 
 #[derive(Args)]
 pub struct CallArgs {
@@ -84,7 +85,8 @@ async fn call_recorded(
                 .iter()
                 .find(|r| r.plugin == plugin.name)
         {
-            bail!("{refusal}");
+            // The reason may quote what the plugin described.
+            bail!("{}", text::escape_hidden(&refusal.to_string()));
         }
         bail!(
             "no tool `{}` in {}; the manifest declares: {}",
@@ -119,5 +121,7 @@ async fn call_recorded(
     let result =
         crate::mcp::reply::tool_result(outcome).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let value = result.structured_content.unwrap_or(serde_json::Value::Null);
-    Ok((serde_json::to_string_pretty(&value)?, succeeded))
+    // A result is the plugin's text: printed with hidden characters escaped
+    // (still JSON, with the same value).
+    Ok((text::json(&value, true), succeeded))
 }

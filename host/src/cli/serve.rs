@@ -338,26 +338,25 @@ pub(super) async fn load_host(
 /// One record per plugin: loaded (with its tools and the hashes of what
 /// they hand the model) or refused (with why).
 fn record_catalog(audit: &Audit, manifest: &Manifest, catalog: &catalog::Catalog) {
-    use crate::audit::record::{canonical_map, sha256_hex};
     for (index, plugin) in catalog.plugins.iter().enumerate() {
         let tools: Vec<_> = catalog.tools.iter().filter(|t| t.plugin == index).collect();
         audit.record(Event::PluginLoaded {
             plugin: plugin.prepared.shared().name.to_string(),
             sha256: plugin.sha256.clone(),
             tools: tools.iter().map(|t| t.name.as_str().to_string()).collect(),
-            text_sha256: tools
+            // The same hashes the lock keeps, computed once at load.
+            text_sha256: plugin
+                .vetted
+                .tool
                 .iter()
-                .map(|t| {
+                .map(|(name, t)| {
                     let digests = ToolTextSha256 {
-                        title: sha256_hex(t.title.as_bytes()),
-                        description: sha256_hex(t.description.as_bytes()),
-                        input_schema: sha256_hex(canonical_map(t.input_schema()).as_bytes()),
-                        output_schema: t
-                            .output
-                            .as_ref()
-                            .map(|o| sha256_hex(canonical_map(o.document()).as_bytes())),
+                        title: t.title.clone(),
+                        description: t.description.clone(),
+                        input_schema: t.input_schema.clone(),
+                        output_schema: t.output_schema.clone(),
                     };
-                    (t.name.as_str().to_string(), digests)
+                    (name.clone(), digests)
                 })
                 .collect(),
         });

@@ -118,11 +118,12 @@ pub(super) async fn vet(args: VetArgs) -> anyhow::Result<()> {
         println!("{}: every plugin is as vetted; unchanged", path.display());
         return Ok(());
     }
-    found.write(&path)?;
-    // Vetting is a decision like opening a task: on disk before it is
+    // Vetting is a decision like opening a task: the trail must be open
+    // before anything changes, and the record on disk before it is
     // reported done.
-    let written = std::fs::read(&path)?;
     let audit = Audit::direct(open_trail(&manifest)?);
+    found.write(&path)?;
+    let written = std::fs::read(&path)?;
     audit
         .record_durable(Event::PluginsVetted {
             lock: path.display().to_string(),

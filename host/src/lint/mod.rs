@@ -367,14 +367,15 @@ fn check_subjects<'a>(
 /// refuses its plugin, and [`refused`] reports that); this finds them in a
 /// component that is only inspected.
 fn hidden(findings: &mut Findings, tool: &Subject<'_>) {
-    let found = crate::catalog::hidden_in_tool(
+    let (found, _) = crate::catalog::hidden_in_tool(
         tool.name,
         tool.title,
         tool.description,
         tool.input,
         tool.output,
+        crate::catalog::MAX_HIDDEN_REPORTED,
     );
-    for hidden in found.iter().take(crate::catalog::MAX_HIDDEN_REPORTED) {
+    for hidden in &found {
         findings.schema(
             Rule::TextHidden,
             tool,

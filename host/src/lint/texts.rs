@@ -19,19 +19,20 @@ pub(crate) struct CatalogView<'a> {
     pub tools: HashMap<&'a str, &'a str>,
     /// Every plugin's name, served or not.
     pub plugins: BTreeSet<&'a str>,
-    /// Every argument name and enum value of every schema: words a
-    /// description may name that are not tools.
-    pub terms: BTreeSet<&'a str>,
+    /// Per plugin, every argument name and enum value of its schemas:
+    /// words its descriptions may name that are not tools.
+    pub terms: HashMap<&'a str, BTreeSet<&'a str>>,
     /// `[lint] max_tool_text_chars`.
     pub max_tool_text_chars: usize,
 }
 
 impl<'a> CatalogView<'a> {
     pub fn new(subjects: &[Subject<'a>], plugins: BTreeSet<&'a str>, max: usize) -> Self {
-        let mut terms = BTreeSet::new();
+        let mut terms: HashMap<&str, BTreeSet<&str>> = HashMap::new();
         for subject in subjects {
+            let plugin = terms.entry(subject.plugin).or_default();
             for schema in std::iter::once(subject.input).chain(subject.output) {
-                collect_terms(schema, &mut terms);
+                collect_terms(schema, plugin);
             }
         }
         CatalogView {
@@ -153,73 +154,173 @@ pub fn check(findings: &mut Findings, tool: &Subject<'_>, catalog: &CatalogView<
     }
 }
 
-/// Every text of the tool a model reads as words, with a pointer into the
-/// tool as `tools/list` sends it: the title, the description and, in its
-/// schemas, every `description`, `title`, `enum`, `const`, `default` and
-/// `examples` text and every property name.
+/// Every text of the tool a model reads, with a pointer into the tool as
+/// `tools/list` sends it: the title, the description and, in its schemas,
+/// every string and key, less the schema's own structure (keyword names,
+/// types, formats, patterns, references, the `required` list), which says
+/// nothing to the model in words. A schema may carry any key (`x-note`,
+/// `$comment`), and every client is sent all of it.
 fn prose<'a>(tool: &Subject<'a>) -> Vec<(String, &'a str)> {
     let mut texts = vec![
         ("/title".to_string(), tool.title),
         ("/description".to_string(), tool.description),
     ];
-    schema_prose(tool.input, "/inputSchema", &mut texts);
-    if let Some(output) = tool.output {
-        schema_prose(output, "/outputSchema", &mut texts);
+    for (at, schema) in [
+        ("/inputSchema", Some(tool.input)),
+        ("/outputSchema", tool.output),
+    ] {
+        if let Some(schema) = schema {
+            for (key, value) in schema {
+                schema_texts(
+                    key,
+                    value,
+                    &format!("{at}/{}", pointer_escape(key)),
+                    &mut texts,
+                );
+            }
+        }
     }
     texts
 }
 
-/// Keywords whose values are read as words (every string below them).
-const TEXT_KEYWORDS: &[&str] = &[
-    "description",
-    "title",
+/// JSON Schema's own keywords: as keys they are structure, not words.
+const KEYWORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "prefixItems",
     "enum",
     "const",
     "default",
     "examples",
+    "description",
+    "title",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "patternProperties",
+    "propertyNames",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "$defs",
+    "definitions",
+    "$ref",
+    "$schema",
+    "$id",
+    "$anchor",
+    "$comment",
+    "dependentRequired",
+    "dependentSchemas",
+    "contains",
+    "minContains",
+    "maxContains",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "nullable",
+    "contentEncoding",
+    "contentMediaType",
 ];
 
-fn schema_prose<'a>(schema: &'a Map<String, Value>, at: &str, texts: &mut Vec<(String, &'a str)>) {
-    for (key, value) in schema {
-        let below = format!("{at}/{}", pointer_escape(key));
-        if TEXT_KEYWORDS.contains(&key.as_str()) {
-            every_string(value, &below, texts);
-        } else if key == "properties"
-            && let Value::Object(properties) = value
-        {
-            for (name, sub) in properties {
-                let at = format!("{below}/{}", pointer_escape(name));
-                texts.push((at.clone(), name));
-                if let Value::Object(sub) = sub {
-                    schema_prose(sub, &at, texts);
-                }
-            }
-        } else {
-            match value {
-                Value::Object(sub) => schema_prose(sub, &below, texts),
-                Value::Array(items) => {
-                    for (i, item) in items.iter().enumerate() {
-                        if let Value::Object(sub) = item {
-                            schema_prose(sub, &format!("{below}/{i}"), texts);
-                        }
-                    }
-                }
-                _ => {}
+/// Keywords whose values are structure (names of types and formats,
+/// patterns, references, property lists), not words for the model.
+const STRUCTURAL: &[&str] = &[
+    "type",
+    "format",
+    "pattern",
+    "$ref",
+    "$schema",
+    "$id",
+    "$anchor",
+    "required",
+    "dependentRequired",
+    "contentEncoding",
+    "contentMediaType",
+];
+
+/// The texts of `value`, found under `key`.
+fn schema_texts<'a>(key: &str, value: &'a Value, at: &str, texts: &mut Vec<(String, &'a str)>) {
+    match value {
+        Value::String(text) if !STRUCTURAL.contains(&key) => texts.push((at.to_string(), text)),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                schema_texts(key, item, &format!("{at}/{i}"), texts);
             }
         }
+        Value::Object(map) => {
+            // Below these, keys are names (of properties, of definitions) or
+            // patterns; elsewhere a key is a keyword or text of its own.
+            let names = matches!(
+                key,
+                "properties" | "$defs" | "definitions" | "dependentSchemas"
+            );
+            for (inner, item) in map {
+                let below = format!("{at}/{}", pointer_escape(inner));
+                if key != "patternProperties" && (names || !KEYWORDS.contains(&inner.as_str())) {
+                    texts.push((below.clone(), inner));
+                }
+                // A named subschema is a schema again: its keys are keywords.
+                let context = if names { "" } else { inner.as_str() };
+                schema_texts(context, item, &below, texts);
+            }
+        }
+        _ => {}
     }
 }
 
-fn every_string<'a>(value: &'a Value, at: &str, texts: &mut Vec<(String, &'a str)>) {
-    crate::text::strings(value, at, texts);
-}
-
-/// Property names with their pointers, input schema first.
+/// The names of the input schema's properties, at every depth, with their
+/// pointers.
 fn argument_names<'a>(tool: &Subject<'a>) -> Vec<(String, &'a str)> {
-    let mut texts = Vec::new();
-    schema_prose(tool.input, "/inputSchema", &mut texts);
-    texts.retain(|(at, name)| at.ends_with(&format!("/properties/{}", pointer_escape(name))));
-    texts
+    fn in_map<'a>(map: &'a Map<String, Value>, at: &str, names: &mut Vec<(String, &'a str)>) {
+        for (key, item) in map {
+            let below = format!("{at}/{}", pointer_escape(key));
+            if key == "properties"
+                && let Value::Object(properties) = item
+            {
+                for (name, sub) in properties {
+                    let at = format!("{below}/{}", pointer_escape(name));
+                    names.push((at.clone(), name));
+                    in_value(sub, &at, names);
+                }
+            } else {
+                in_value(item, &below, names);
+            }
+        }
+    }
+    fn in_value<'a>(value: &'a Value, at: &str, names: &mut Vec<(String, &'a str)>) {
+        match value {
+            Value::Object(map) => in_map(map, at, names),
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    in_value(item, &format!("{at}/{i}"), names);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut names = Vec::new();
+    in_map(tool.input, "/inputSchema", &mut names);
+    names
 }
 
 /// Lowercase, typographic quotes made plain, runs of whitespace as one
@@ -341,7 +442,6 @@ const MARKUP_TAGS: &[&str] = &[
     "instructions",
     "inst",
     "assistant",
-    "user",
     "human",
     "admin",
     "secret",
@@ -350,32 +450,35 @@ const MARKUP_TAGS: &[&str] = &[
     "urgent",
     "override",
     "prompt",
-    "context",
     "tool_call",
 ];
 
-/// Role prefixes at the start of a line.
-const ROLE_PREFIXES: &[&str] = &["system:", "assistant:", "user:", "human:", "ai:"];
+/// Role prefixes at the start of a line. Not `user:`, which starts many an
+/// ordinary list of fields.
+const ROLE_PREFIXES: &[&str] = &["system:", "assistant:"];
 
 fn addresses_model(text: &str) -> Option<String> {
     let lower = normalise(text);
     let lower = lower.as_str();
-    if let Some(phrase) = ADDRESSING.iter().find(|p| lower.contains(*p)) {
+    if let Some(phrase) = ADDRESSING.iter().find(|p| has_phrase(lower, p)) {
         return Some(phrase.to_string());
     }
     if let Some(token) = MARKUP_TOKENS.iter().find(|t| lower.contains(*t)) {
         return Some(token.to_string());
     }
+    // Each `>` closes at most the nearest `<` before it: one pass, however
+    // many brackets a hostile text holds.
     let mut rest = lower;
-    while let Some(open) = rest.find('<') {
-        let after = &rest[open + 1..];
-        let Some(close) = after.find('>') else { break };
-        let name = after[..close].trim().trim_start_matches('/').trim();
-        let name = name.split([' ', '=']).next().unwrap_or("");
-        if MARKUP_TAGS.contains(&name) {
-            return Some(format!("<{}>", &after[..close]));
+    while let Some(close) = rest.find('>') {
+        if let Some(open) = rest[..close].rfind('<') {
+            let inside = &rest[open + 1..close];
+            let name = inside.trim().trim_start_matches('/').trim();
+            let name = name.split([' ', '=']).next().unwrap_or("");
+            if MARKUP_TAGS.contains(&name) {
+                return Some(format!("<{inside}>"));
+            }
         }
-        rest = after;
+        rest = &rest[close + 1..];
     }
     // Line starts are lost in the normalised form.
     text.lines().find_map(|line| {
@@ -384,6 +487,16 @@ fn addresses_model(text: &str) -> Option<String> {
             .iter()
             .find(|p| line.starts_with(*p))
             .map(|p| p.to_string())
+    })
+}
+
+/// Whether `phrase` occurs in `text` as whole words: "never reveal" is in
+/// "never reveal the key" but not in "never reveals".
+fn has_phrase(text: &str, phrase: &str) -> bool {
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    text.match_indices(phrase).any(|(at, _)| {
+        !word(text[..at].chars().next_back())
+            && (!word(phrase.chars().last()) || !word(text[at + phrase.len()..].chars().next()))
     })
 }
 
@@ -407,8 +520,19 @@ fn tool_references(text: &str, tool: &Subject<'_>, catalog: &CatalogView<'_>) ->
             None => {
                 let parts: Vec<&str> = word.split('_').collect();
                 let prefixed = catalog.plugins.contains(parts[0]);
-                let shaped = parts.len() >= 3 && parts.iter().all(|p| !p.is_empty());
-                if (prefixed || shaped) && !catalog.terms.contains(word.as_str()) {
+                // `<system>_<object>_<verb>`: three parts or more ending in a
+                // verb, as any MCP server's tools are named (error codes
+                // such as `note_not_found` end otherwise).
+                let shaped = parts.len() >= 3
+                    && parts.iter().all(|p| !p.is_empty())
+                    && parts
+                        .last()
+                        .is_some_and(|verb| super::words::verb_class(verb).is_some());
+                let known = catalog
+                    .terms
+                    .get(tool.plugin)
+                    .is_some_and(|terms| terms.contains(word.as_str()));
+                if (prefixed || shaped) && !known {
                     found.insert(word);
                 }
             }
@@ -511,11 +635,27 @@ fn authority(rest: &str) -> Option<(String, Option<u16>)> {
     if host.is_empty() {
         return None;
     }
-    let port = match port {
-        Some(p) => Some(p.parse().ok()?),
-        None => None,
-    };
+    // An empty port is the scheme's default; one that is not a number is
+    // still an address to report, so both leave the port unknown.
+    let port = port.and_then(|p| p.parse().ok());
     Some((host.to_ascii_lowercase(), port))
+}
+
+/// Names reserved for documentation and tests (RFC 2606, RFC 6761): an
+/// example address in a description reaches no one.
+fn is_example(host: &str) -> bool {
+    let under = |domain: &str| host == domain || host.ends_with(&format!(".{domain}"));
+    [
+        "example.com",
+        "example.net",
+        "example.org",
+        "example",
+        "test",
+        "invalid",
+        "localhost",
+    ]
+    .iter()
+    .any(|d| under(d))
 }
 
 /// `name.name.tld`: labels of letters, digits and hyphens, and a top-level
@@ -535,6 +675,9 @@ fn is_domain(text: &str) -> bool {
 /// port; an address without a scheme (an e-mail's domain, `www.…`) when an
 /// entry names its host.
 fn link_allowed(link: &Link, allowed: &[Destination]) -> bool {
+    if is_example(&link.host) {
+        return true;
+    }
     match link.scheme.as_deref() {
         Some(scheme) => {
             let scheme = match scheme {
@@ -621,10 +764,14 @@ fn asks_for_secret(lower: &str) -> Option<String> {
                         || (w.starts_with(v) && matches!(&w[v.len()..], "s" | "es" | "ing" | "ed"))
                 })
             });
-            if !hands {
+            // "Do not include your API key" tells the model what not to do.
+            let negated = words
+                .iter()
+                .any(|w| matches!(*w, "not" | "never" | "no" | "don't" | "dont" | "without"));
+            if !hands || negated {
                 return None;
             }
-            let object = SECRET_OBJECTS.iter().find(|o| sentence.contains(*o))?;
+            let object = SECRET_OBJECTS.iter().find(|o| has_phrase(sentence, o))?;
             Some(format!("{object:?}"))
         })
 }
@@ -649,8 +796,6 @@ const SECRET_ARGUMENTS: &[&str] = &[
     "credential",
     "credentials",
     "cookie",
-    "env",
-    "environment",
 ];
 
 fn secret_argument(name: &str) -> Option<&'static str> {
@@ -659,14 +804,9 @@ fn secret_argument(name: &str) -> Option<&'static str> {
         .filter(|c| !matches!(c, '_' | '-'))
         .flat_map(char::to_lowercase)
         .collect();
-    if !SECRET_ARGUMENTS.contains(&squashed.as_str()) {
-        return None;
-    }
-    Some(if matches!(squashed.as_str(), "env" | "environment") {
-        "environment values"
-    } else {
-        "a secret"
-    })
+    SECRET_ARGUMENTS
+        .contains(&squashed.as_str())
+        .then_some("a secret")
 }
 
 #[cfg(test)]
@@ -691,6 +831,8 @@ mod tests {
             "Returns one ticket by its key, with its status and history.",
             "Moves the note to the trash; the user can ask an operator to restore it.",
             "Searches notes for words; returns at most <limit> rows.",
+            "Writes to /home/<user>/notes; it never reveals the owner.",
+            "Fields:\nUser: who asked.\nYou are nowhere near the limit.",
             "Use the key as returned by the search tool, e.g. T-1041.",
         ] {
             assert_eq!(addresses_model(text), None, "{text}");
@@ -715,6 +857,13 @@ mod tests {
             ]
         );
         assert!(links("Version 1.2, the note's key e.g. ops.runbook, T-1041.").is_empty());
+        // An empty port is still an address.
+        assert_eq!(
+            links("see https://evil.example:/collect")[0].host,
+            "evil.example"
+        );
+        let example = &links("e.g. jane@example.com")[0];
+        assert!(link_allowed(example, &[]));
     }
 
     #[test]
@@ -730,6 +879,8 @@ mod tests {
         for text in [
             "Updates a contact in the CRM; the host adds the CRM's credentials.",
             "Returns the next page token with each page.",
+            "Do not include your API key: the host adds it.",
+            "Sends the secretary a copy.",
         ] {
             assert_eq!(asks_for_secret(&normalise(text)), None, "{text}");
         }

@@ -86,10 +86,12 @@ pub struct Limits {
     /// Calls that may wait for one of those slots; beyond it a call is
     /// refused with `busy` at once instead of piling up.
     pub queue: u32,
-    /// Places (running or waiting) one session may hold at once, so one
-    /// client flooding the plugin gets `busy` while others are served.
+    /// A session's share of the places (running or waiting): the last this
+    /// many places are kept for sessions holding fewer, so one client
+    /// flooding the plugin gets `busy` while others are served.
     pub session_share: u32,
-    /// Places all the sessions of one task may hold at once.
+    /// A task's share: a task holding this many places (all its sessions
+    /// together) cannot take the places kept back either.
     pub task_share: u32,
     /// Lines a call may write to the host log (its stdout, stderr and the
     /// `log` import together); the rest are dropped.
@@ -118,11 +120,12 @@ impl Limits {
     pub const MAX_TABLE_ELEMENTS: u32 = 100_000;
     pub const MAX_INSTANCES: u32 = 16;
 
-    /// A session's share when the manifest sets none: a quarter of the
-    /// plugin's places (running and waiting), at least one, so it takes
-    /// four flooding clients to fill a plugin.
+    /// A session's share when the manifest sets none: an eighth of the
+    /// plugin's places (running and waiting), at least one. It is also how
+    /// many places are kept back for sessions within their share, so a
+    /// client alone may use the other seven eighths (70 of the default 80).
     pub fn default_session_share(concurrent: u32, queue: u32) -> u32 {
-        concurrent.saturating_add(queue).div_ceil(4).max(1)
+        concurrent.saturating_add(queue).div_ceil(8).max(1)
     }
 
     /// A task's share when the manifest sets none: half of the places, and
