@@ -55,19 +55,20 @@ pub enum Full {
 }
 
 impl fmt::Display for Full {
+    /// Worded for the model as well as the log: the reply shows it as is.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Full::Plugin { concurrent, queue } => write!(
                 f,
-                "all {concurrent} call slots of the plugin are taken and {queue} more calls are waiting"
+                "{concurrent} calls of its plugin run at once and {queue} more are already waiting; retry in a few seconds"
             ),
             Full::SessionShare { share } => write!(
                 f,
-                "this session already has {share} calls of the plugin running or waiting, its whole share; retry when one of them has ended"
+                "this session already has {share} calls of the same plugin running or waiting, its fair share, and the places left are kept for other sessions; wait for one of them to finish, then retry"
             ),
             Full::TaskShare { share } => write!(
                 f,
-                "the sessions of this task already have {share} calls of the plugin running or waiting, the task's whole share; retry when one of them has ended"
+                "this task's sessions already have {share} calls of the same plugin running or waiting, the task's fair share, and the places left are kept for others; wait for one of them to finish, then retry"
             ),
         }
     }

@@ -11,7 +11,6 @@ use serde_json::{Map, Value, json};
 
 use crate::dispatch::CallError;
 use crate::policy::Denial;
-use crate::queue::Full;
 use crate::sandbox::SandboxError;
 use crate::store::{self, TaskState};
 
@@ -163,20 +162,7 @@ pub fn tool_result(
                 ),
             }
         }
-        CallError::Busy { tool, full } => (
-            match full {
-                Full::Plugin { concurrent, queue } => format!(
-                    "{tool} is at capacity: {concurrent} calls of its plugin run at once and {queue} more are already waiting. Retry in a few seconds."
-                ),
-                Full::SessionShare { share } => format!(
-                    "{tool} is busy for this session: it already has {share} calls of the same plugin running or waiting, its fair share. Wait for one of them to finish, then retry."
-                ),
-                Full::TaskShare { share } => format!(
-                    "{tool} is busy for this task: its sessions already have {share} calls of the same plugin running or waiting, the task's fair share. Wait for one of them to finish, then retry."
-                ),
-            },
-            true,
-        ),
+        CallError::Busy { tool, full } => (format!("{tool} is busy: {full}."), true),
         CallError::OutputTooLarge { tool, size, limit } => (
             format!(
                 "{tool} produced {size} bytes, more than its limit of {limit}. Ask for less (a smaller limit, a narrower filter)."
