@@ -154,6 +154,7 @@ impl CallError {
                 Denial::ApprovalDenied(_) => "approval_denied",
                 Denial::TooManyPending(_) => "too_many_pending",
                 Denial::StoreUnavailable(_) => "store_unavailable",
+                Denial::StoreBusy(_) => "busy",
             }
             .into(),
             CallError::Sandbox { error, .. } => match error {
@@ -295,14 +296,15 @@ impl Toolhost {
                 tool: tool.name.clone(),
                 full,
             })?;
-        let grant = self
-            .admit(tool, task, arguments)
-            .map_err(|denial| CallError::Denied {
-                tool: tool.name.clone(),
-                risk: tool.risk,
-                denial,
-                task: task.map(str::to_string),
-            })?;
+        let grant =
+            self.admit(tool, task, arguments)
+                .await
+                .map_err(|denial| CallError::Denied {
+                    tool: tool.name.clone(),
+                    risk: tool.risk,
+                    denial,
+                    task: task.map(str::to_string),
+                })?;
         record.grant = grant;
         if acts {
             self.audit
@@ -327,7 +329,7 @@ impl Toolhost {
     /// A store failure refuses the call: the host never acts uncounted.
     /// Returns what allowed a write or destructive call, for the audit
     /// trail: `task`, `pre_approved` or `approval:<id>`.
-    fn admit(
+    async fn admit(
         &self,
         tool: &CatalogTool,
         task: Option<&str>,
@@ -346,7 +348,7 @@ impl Toolhost {
             (RiskClass::Read, _) => Charge::Read,
             _ => Charge::Write,
         };
-        let refusal = match self.store.charge(task, tool.name.as_str(), charge) {
+        let refusal = match self.store.charge(task, tool.name.as_str(), charge).await {
             Ok(Ok(charged)) => {
                 return Ok(match (tool.risk, charged.approval) {
                     (RiskClass::Read, _) => None,
@@ -356,11 +358,11 @@ impl Toolhost {
                 });
             }
             Ok(Err(refusal)) => refusal,
-            Err(e) => return Err(Denial::StoreUnavailable(e.to_string())),
+            Err(e) => return Err(store_denial(e)),
         };
         if let ChargeRefusal::Closed(state) = refusal {
             if state == TaskState::Expired {
-                self.record_expiry(task);
+                self.record_expiry(task).await;
             }
             // The task's plugin instances serve nobody any more.
             self.task_sessions
@@ -381,7 +383,7 @@ impl Toolhost {
                 Err(Denial::WriteRateExhausted { per_hour })
             }
             (ChargeRefusal::ApprovalMissing, Some(binding)) => {
-                Err(self.approval_needed(tool, task, &binding, arguments))
+                Err(self.approval_needed(tool, task, &binding, arguments).await)
             }
             (ChargeRefusal::ApprovalMissing, None) => Err(Denial::StoreUnavailable(
                 "the store asked for an approval of a call that needs none".into(),
@@ -390,7 +392,7 @@ impl Toolhost {
     }
 
     /// Records, once per process, that a task was found expired.
-    fn record_expiry(&self, task: &str) {
+    async fn record_expiry(&self, task: &str) {
         let first = self
             .expired
             .lock()
@@ -399,7 +401,7 @@ impl Toolhost {
         if !first {
             return;
         }
-        if let Ok(Some(record)) = self.store.task(task) {
+        if let Ok(Some(record)) = self.store.task(task).await {
             self.audit.record(Event::TaskExpired {
                 task: task.to_string(),
                 expired: rfc3339(record.expires_at),
@@ -410,20 +412,20 @@ impl Toolhost {
     /// A destructive call without an approval: report a decline not yet
     /// reported, or hold the call as a pending approval (the same one for
     /// every repetition of the same call).
-    fn approval_needed(
+    async fn approval_needed(
         &self,
         tool: &CatalogTool,
         task: &str,
         binding: &str,
         arguments: &Value,
     ) -> Denial {
-        let store_failed = |e: StoreError| Denial::StoreUnavailable(e.to_string());
-        match self.store.take_denial(task, binding) {
+        let store_failed = store_denial;
+        match self.store.take_denial(task, binding).await {
             Ok(Some(denied)) => return Denial::ApprovalDenied(Box::new(denied)),
             Ok(None) => {}
             Err(e) => return store_failed(e),
         }
-        let task_record = match self.store.task(task) {
+        let task_record = match self.store.task(task).await {
             Ok(Some(record)) => record,
             Ok(None) => return store_failed(StoreError::NoTask(task.into())),
             Err(e) => return store_failed(e),
@@ -446,7 +448,7 @@ impl Toolhost {
             ttl: APPROVAL_TTL,
             operator_only: task_record.operator_approval,
         };
-        match self.store.request_approval(request) {
+        match self.store.request_approval(request).await {
             Ok(approval) => Denial::ApprovalRequired(Box::new(approval)),
             Err(StoreError::TooManyPending(_, waiting)) => Denial::TooManyPending(waiting),
             Err(e) => store_failed(e),
@@ -600,4 +602,14 @@ fn sanitise(mut error: ToolError) -> ToolError {
         error.message.push('…');
     }
     error
+}
+
+/// A store failure as the caller sees it: `busy` when the store only lacked
+/// a free connection, `store_unavailable` otherwise. Either way the call
+/// did not run.
+fn store_denial(error: StoreError) -> Denial {
+    match error {
+        StoreError::Busy(_) => Denial::StoreBusy(error.to_string()),
+        other => Denial::StoreUnavailable(other.to_string()),
+    }
 }

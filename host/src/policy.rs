@@ -32,6 +32,8 @@ pub enum Denial {
     TooManyPending(usize),
     /// The store could not be read or written, so nothing can be counted.
     StoreUnavailable(String),
+    /// Every connection to the store stayed busy for its wait time.
+    StoreBusy(String),
 }
 
 /// For logs: short, and without the arguments an approval carries.
@@ -48,6 +50,7 @@ impl std::fmt::Display for Denial {
             Denial::ApprovalDenied(a) => write!(f, "approval {} denied", a.id),
             Denial::TooManyPending(n) => write!(f, "{n} approvals already pending"),
             Denial::StoreUnavailable(e) => write!(f, "store unavailable: {e}"),
+            Denial::StoreBusy(e) => write!(f, "store busy: {e}"),
         }
     }
 }

@@ -28,8 +28,8 @@ impl AuditedStore {
         AuditedStore { inner, audit }
     }
 
-    fn record(&self, event: Event) {
-        if let Err(e) = self.audit.record_blocking(event) {
+    async fn record(&self, event: Event) {
+        if let Err(e) = self.audit.record_durable(event).await {
             tracing::error!(
                 "an operator decision was made but not recorded in the audit trail: {e}"
             );
@@ -52,79 +52,88 @@ fn task_opened(task: &Task) -> Event {
     }
 }
 
+#[async_trait::async_trait]
 impl Store for AuditedStore {
-    fn open_task(&self, task: NewTask) -> Result<(Task, TaskToken), StoreError> {
-        let (task, token) = self.inner.open_task(task)?;
-        self.record(task_opened(&task));
+    async fn open_task(&self, task: NewTask) -> Result<(Task, TaskToken), StoreError> {
+        let (task, token) = self.inner.open_task(task).await?;
+        self.record(task_opened(&task)).await;
         Ok((task, token))
     }
 
-    fn ad_hoc_task(&self, id: &str, grants: &[String], ttl: Duration) -> Result<Task, StoreError> {
-        let task = self.inner.ad_hoc_task(id, grants, ttl)?;
-        self.record(task_opened(&task));
+    async fn ad_hoc_task(
+        &self,
+        id: &str,
+        grants: &[String],
+        ttl: Duration,
+    ) -> Result<Task, StoreError> {
+        let task = self.inner.ad_hoc_task(id, grants, ttl).await?;
+        self.record(task_opened(&task)).await;
         Ok(task)
     }
 
-    fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
-        self.inner.task(id)
+    async fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        self.inner.task(id).await
     }
 
-    fn tasks(&self) -> Result<Vec<Task>, StoreError> {
-        self.inner.tasks()
+    async fn tasks(&self) -> Result<Vec<Task>, StoreError> {
+        self.inner.tasks().await
     }
 
-    fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
-        let task = self.inner.revoke_task(id, by)?;
+    async fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
+        let task = self.inner.revoke_task(id, by).await?;
         self.record(Event::TaskRevoked {
             task: task.id.clone(),
             by: by.to_string(),
-        });
+        })
+        .await;
         Ok(task)
     }
 
-    fn extend_task(&self, id: &str, ttl: Duration, by: &str) -> Result<Task, StoreError> {
-        let task = self.inner.extend_task(id, ttl, by)?;
+    async fn extend_task(&self, id: &str, ttl: Duration, by: &str) -> Result<Task, StoreError> {
+        let task = self.inner.extend_task(id, ttl, by).await?;
         self.record(Event::TaskExtended {
             task: task.id.clone(),
             by: by.to_string(),
             expires: rfc3339(task.expires_at),
-        });
+        })
+        .await;
         Ok(task)
     }
 
-    fn authenticate(&self, token: &str) -> Result<Option<Task>, StoreError> {
-        self.inner.authenticate(token)
+    async fn authenticate(&self, token: &str) -> Result<Option<Task>, StoreError> {
+        self.inner.authenticate(token).await
     }
 
-    fn charge(
+    async fn charge(
         &self,
         task_id: &str,
         tool: &str,
         charge: Charge<'_>,
     ) -> Result<Result<Charged, ChargeRefusal>, StoreError> {
-        self.inner.charge(task_id, tool, charge)
+        self.inner.charge(task_id, tool, charge).await
     }
 
-    fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError> {
-        let approval = self.inner.request_approval(request)?;
+    async fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError> {
+        let approval = self.inner.request_approval(request).await?;
         self.record(Event::ApprovalRequested {
             approval: approval.id.clone(),
             task: approval.task_id.clone(),
             tool: approval.tool.clone(),
             summary: approval.summary.clone(),
             expires: rfc3339(approval.expires_at),
-        });
+        })
+        .await;
         Ok(approval)
     }
 
-    fn decide(
+    async fn decide(
         &self,
         id: &str,
         decision: Decision,
         by: &str,
         channel: &str,
     ) -> Result<Approval, StoreError> {
-        let approval = self.inner.decide(id, decision, by, channel)?;
+        let approval = self.inner.decide(id, decision, by, channel).await?;
         self.record(Event::ApprovalDecided {
             approval: approval.id.clone(),
             task: approval.task_id.clone(),
@@ -132,37 +141,42 @@ impl Store for AuditedStore {
             decision: approval.state.as_str().to_string(),
             by: by.to_string(),
             channel: channel.to_string(),
-        });
+        })
+        .await;
         Ok(approval)
     }
 
-    fn take_denial(&self, task_id: &str, binding: &str) -> Result<Option<Approval>, StoreError> {
-        self.inner.take_denial(task_id, binding)
+    async fn take_denial(
+        &self,
+        task_id: &str,
+        binding: &str,
+    ) -> Result<Option<Approval>, StoreError> {
+        self.inner.take_denial(task_id, binding).await
     }
 
-    fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
-        self.inner.approval(id)
+    async fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
+        self.inner.approval(id).await
     }
 
-    fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError> {
-        self.inner.approvals(pending_only)
+    async fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError> {
+        self.inner.approvals(pending_only).await
     }
 
-    fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
-        self.inner.state_get(plugin, key)
+    async fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
+        self.inner.state_get(plugin, key).await
     }
 
-    fn state_set(
+    async fn state_set(
         &self,
         plugin: &str,
         key: &str,
         value: &str,
         quota: u64,
     ) -> Result<(), StateError> {
-        self.inner.state_set(plugin, key, value, quota)
+        self.inner.state_set(plugin, key, value, quota).await
     }
 
-    fn state_compare_and_set(
+    async fn state_compare_and_set(
         &self,
         plugin: &str,
         key: &str,
@@ -172,24 +186,32 @@ impl Store for AuditedStore {
     ) -> Result<bool, StateError> {
         self.inner
             .state_compare_and_set(plugin, key, expected, value, quota)
+            .await
     }
 
-    fn state_delete(&self, plugin: &str, key: &str) -> Result<bool, StateError> {
-        self.inner.state_delete(plugin, key)
+    async fn state_delete(&self, plugin: &str, key: &str) -> Result<bool, StateError> {
+        self.inner.state_delete(plugin, key).await
     }
 
-    fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError> {
-        self.inner.state_list(plugin, prefix)
+    async fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError> {
+        self.inner.state_list(plugin, prefix).await
     }
 
-    fn state_rename(&self, plugin: &str, from: &str, to: &str, by: &str) -> Result<(), StoreError> {
-        self.inner.state_rename(plugin, from, to, by)?;
+    async fn state_rename(
+        &self,
+        plugin: &str,
+        from: &str,
+        to: &str,
+        by: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.state_rename(plugin, from, to, by).await?;
         self.record(Event::PluginStateMoved {
             plugin: plugin.to_string(),
             from: from.to_string(),
             to: to.to_string(),
             by: by.to_string(),
-        });
+        })
+        .await;
         Ok(())
     }
 }

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use super::operator_store;
 use crate::manifest::Manifest;
 use crate::operator::approval_json;
-use crate::store::sqlite::operator as cli_operator;
+use crate::store::operator as cli_operator;
 use crate::store::{ApprovalState, Decision, rfc3339};
 
 #[derive(Debug, Args)]
@@ -37,15 +37,15 @@ pub enum ApprovalCommand {
     Deny { id: String },
 }
 
-pub(super) fn approval(args: ApprovalArgs) -> anyhow::Result<()> {
+pub(super) async fn approval(args: ApprovalArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
     let changes = matches!(
         args.command,
         ApprovalCommand::Approve { .. } | ApprovalCommand::Deny { .. }
     );
-    let store = operator_store(&manifest, changes)?;
-    let decide = |id: &str, decision| -> anyhow::Result<()> {
-        let approval = store.decide(id, decision, &cli_operator(), "cli")?;
+    let store = operator_store(&manifest, changes).await?;
+    let decide = async |id: &str, decision| -> anyhow::Result<()> {
+        let approval = store.decide(id, decision, &cli_operator(), "cli").await?;
         let verb = match decision {
             Decision::Approve => "approved; the same call, repeated, runs once",
             Decision::Deny => "denied",
@@ -55,7 +55,7 @@ pub(super) fn approval(args: ApprovalArgs) -> anyhow::Result<()> {
     };
     match args.command {
         ApprovalCommand::List { all, json } => {
-            let list = store.approvals(!all)?;
+            let list = store.approvals(!all).await?;
             if json {
                 let list: Vec<_> = list.iter().map(approval_json).collect();
                 println!("{}", serde_json::Value::Array(list));
@@ -82,12 +82,13 @@ pub(super) fn approval(args: ApprovalArgs) -> anyhow::Result<()> {
         }
         ApprovalCommand::Show { id } => {
             let approval = store
-                .approval(&id)?
+                .approval(&id)
+                .await?
                 .with_context(|| format!("no approval `{id}`"))?;
             println!("{:#}", approval_json(&approval));
         }
-        ApprovalCommand::Approve { id } => decide(&id, Decision::Approve)?,
-        ApprovalCommand::Deny { id } => decide(&id, Decision::Deny)?,
+        ApprovalCommand::Approve { id } => decide(&id, Decision::Approve).await?,
+        ApprovalCommand::Deny { id } => decide(&id, Decision::Deny).await?,
     }
     Ok(())
 }

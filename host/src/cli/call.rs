@@ -101,7 +101,7 @@ async fn call_recorded(
         );
     }
     let task = match &args.task_token {
-        Some(token) => Some(task_of_token(token, manifest, &*host.store)?),
+        Some(token) => Some(task_of_token(token, manifest, &*host.store).await?),
         None => None,
     };
     let session = Session::new(Transport::Cli);

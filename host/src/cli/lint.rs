@@ -27,7 +27,7 @@ pub struct LintArgs {
 /// directories (they do not change what plugins describe), and reports.
 pub(super) async fn lint_command(args: LintArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
-    let store: Arc<dyn Store> = open_store(&manifest)?;
+    let store: Arc<dyn Store> = open_store(&manifest).await?;
     let sandbox = cached_sandbox(&manifest)?;
     let catalog = catalog::load_described(&manifest, &sandbox, &store).await;
     let report = lint::lint(&manifest, &catalog);

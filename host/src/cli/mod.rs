@@ -38,9 +38,10 @@ pub use vet::VetArgs;
 
 use crate::audit::store::AuditedStore;
 use crate::audit::{Audit, Trail, TrailOptions};
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, StoreKind};
 use crate::redact::LogRedaction;
 use crate::sandbox::{ComponentCache, EngineSettings, Sandbox};
+use crate::store::postgres::{PoolSettings, PostgresStore};
 use crate::store::{SqliteStore, Store, TaskState, now, rfc3339};
 
 /// toolhost: serves MCP tools that run as sandboxed WebAssembly components.
@@ -114,9 +115,9 @@ pub async fn run(cli: Cli, logs: LogRedaction) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::serve(args, logs).await,
         Command::Pin(args) => pin::pin(&args),
-        Command::Task(args) => task::task(args),
-        Command::Approval(args) => approval::approval(args),
-        Command::State(args) => state::state(args),
+        Command::Task(args) => task::task(args).await,
+        Command::Approval(args) => approval::approval(args).await,
+        Command::State(args) => state::state(args).await,
         Command::Audit(args) => audit::audit_command(args),
         Command::Call(args) => call::call(args, logs).await,
         Command::Lint(args) => lint::lint_command(args).await,
@@ -125,8 +126,63 @@ pub async fn run(cli: Cli, logs: LogRedaction) -> anyhow::Result<()> {
     }
 }
 
-fn open_store(manifest: &Manifest) -> anyhow::Result<Arc<SqliteStore>> {
-    Ok(Arc::new(SqliteStore::open(&manifest.state_dir)?))
+/// The environment variable holding the PostgreSQL URL; it wins over
+/// `[host] database_url_file`.
+pub const DATABASE_URL_ENV: &str = "TOOLHOST_DATABASE_URL";
+
+/// The store the manifest chooses: SQLite in `state_dir`, or the PostgreSQL
+/// database shared by the replicas.
+async fn open_store(manifest: &Manifest) -> anyhow::Result<Arc<dyn Store>> {
+    match manifest.store.kind {
+        StoreKind::Sqlite => Ok(Arc::new(SqliteStore::open(&manifest.state_dir)?)),
+        StoreKind::Postgres => {
+            let url = database_url(manifest)?;
+            let store = PostgresStore::connect(&url, PoolSettings::default())
+                .await
+                .context("cannot open the PostgreSQL store")?;
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+/// The URL from the environment or from the private file the manifest
+/// names; never from the manifest itself.
+fn database_url(manifest: &Manifest) -> anyhow::Result<zeroize::Zeroizing<String>> {
+    if let Some(url) = std::env::var(DATABASE_URL_ENV)
+        .ok()
+        .filter(|u| !u.is_empty())
+    {
+        return Ok(zeroize::Zeroizing::new(url));
+    }
+    let Some(path) = &manifest.store.database_url_file else {
+        bail!(
+            "host.store is postgres but no database is named: set {DATABASE_URL_ENV}, or host.database_url_file to a file (mode 0600) holding the URL"
+        );
+    };
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read host.database_url_file {}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            bail!(
+                "host.database_url_file {} is readable by others (mode {mode:o}); a database URL may hold a password: chmod 600 it",
+                path.display()
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    drop(meta);
+    let text = zeroize::Zeroizing::new(
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read host.database_url_file {}", path.display()))?,
+    );
+    let url = text.trim();
+    if url.is_empty() {
+        bail!("host.database_url_file {} is empty", path.display());
+    }
+    Ok(zeroize::Zeroizing::new(url.to_string()))
 }
 
 fn open_trail(manifest: &Manifest) -> anyhow::Result<Trail> {
@@ -141,8 +197,8 @@ fn open_trail(manifest: &Manifest) -> anyhow::Result<Trail> {
 
 /// The store for an operator command. One that changes something records
 /// it in the audit trail, and refuses to start if the trail is unusable.
-fn operator_store(manifest: &Manifest, changes: bool) -> anyhow::Result<Arc<dyn Store>> {
-    let store = open_store(manifest)?;
+async fn operator_store(manifest: &Manifest, changes: bool) -> anyhow::Result<Arc<dyn Store>> {
+    let store = open_store(manifest).await?;
     if !changes {
         return Ok(store);
     }
@@ -161,8 +217,12 @@ fn cached_sandbox(manifest: &Manifest) -> anyhow::Result<Sandbox> {
 }
 
 /// The open task a token belongs to, or why it cannot be used.
-fn task_of_token(token: &str, manifest: &Manifest, store: &dyn Store) -> anyhow::Result<String> {
-    let Some(task) = store.authenticate(token)? else {
+async fn task_of_token(
+    token: &str,
+    manifest: &Manifest,
+    store: &dyn Store,
+) -> anyhow::Result<String> {
+    let Some(task) = store.authenticate(token).await? else {
         bail!(
             "the task token (--task-token or TOOLHOST_TASK_TOKEN) is unknown to this host's store ({})",
             manifest.state_dir.display()

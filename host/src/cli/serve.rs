@@ -136,8 +136,11 @@ async fn serve_recorded(
     audit: Audit,
     logs: LogRedaction,
 ) -> anyhow::Result<()> {
-    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(open_store(&manifest)?, audit.clone()));
-    let task = stdio_task(&args, &manifest, &*store)?;
+    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(
+        open_store(&manifest).await?,
+        audit.clone(),
+    ));
+    let task = stdio_task(&args, &manifest, &*store).await?;
     let admin_token = match args.admin {
         Some(addr) if !addr.ip().is_loopback() => bail!(
             "--admin {addr}: the admin API serves plain HTTP, so it listens on loopback only; put a TLS proxy on this machine in front of it to reach it from elsewhere"
@@ -279,7 +282,7 @@ async fn serve_recorded(
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The task a stdio session serves: the token's, or the ad-hoc one.
-fn stdio_task(
+async fn stdio_task(
     args: &ServeArgs,
     manifest: &Manifest,
     store: &dyn Store,
@@ -304,7 +307,7 @@ fn stdio_task(
         (_, token) => token.as_ref(),
     };
     if let Some(token) = token {
-        return Ok(Some(task_of_token(token, manifest, store)?));
+        return Ok(Some(task_of_token(token, manifest, store).await?));
     }
     let Some(id) = &args.task else {
         return Ok(None);
@@ -312,7 +315,7 @@ fn stdio_task(
     operator::check_task_id(id)?;
     operator::check_grants(manifest, &args.grants, &[])?;
     let ttl = operator::parse_ttl(&args.ttl)?;
-    let task = store.ad_hoc_task(id, &args.grants, ttl)?;
+    let task = store.ad_hoc_task(id, &args.grants, ttl).await?;
     Ok(Some(task.id))
 }
 
@@ -323,7 +326,10 @@ pub(super) async fn load_host(
     audit: &Audit,
     logs: &LogRedaction,
 ) -> anyhow::Result<Toolhost> {
-    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(open_store(manifest)?, audit.clone()));
+    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(
+        open_store(manifest).await?,
+        audit.clone(),
+    ));
     let sandbox = cached_sandbox(manifest)?;
     let network = Network::new(manifest, Some(audit.clone()))?;
     // Log lines and records are redacted from here on, before any plugin

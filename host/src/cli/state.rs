@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 use super::operator_store;
 use crate::manifest::Manifest;
-use crate::store::sqlite::operator as cli_operator;
+use crate::store::operator as cli_operator;
 
 #[derive(Debug, Args)]
 pub struct StateArgs {
@@ -36,24 +36,27 @@ pub enum StateCommand {
     },
 }
 
-pub(super) fn state(args: StateArgs) -> anyhow::Result<()> {
+pub(super) async fn state(args: StateArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
     let changes = matches!(args.command, StateCommand::Move { .. });
-    let store = operator_store(&manifest, changes)?;
+    let store = operator_store(&manifest, changes).await?;
     match args.command {
         StateCommand::List { plugin, prefix } => {
-            for key in store.state_list(&plugin, &prefix)? {
+            for key in store.state_list(&plugin, &prefix).await? {
                 println!("{key}");
             }
         }
         StateCommand::Get { plugin, key } => {
             let value = store
-                .state_get(&plugin, &key)?
+                .state_get(&plugin, &key)
+                .await?
                 .with_context(|| format!("plugin `{plugin}` has no key `{key}`"))?;
             println!("{value}");
         }
         StateCommand::Move { plugin, from, to } => {
-            store.state_rename(&plugin, &from, &to, &cli_operator())?;
+            store
+                .state_rename(&plugin, &from, &to, &cli_operator())
+                .await?;
             println!("{plugin}: moved `{from}` to `{to}`");
         }
     }

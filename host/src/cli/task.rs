@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use super::operator_store;
 use crate::manifest::Manifest;
 use crate::operator::{self, OpenTask, task_json};
-use crate::store::sqlite::operator as cli_operator;
+use crate::store::operator as cli_operator;
 use crate::store::{TaskState, now, rfc3339};
 
 #[derive(Debug, Args)]
@@ -68,13 +68,13 @@ pub enum TaskCommand {
 
 /// `toolhost task …`: works on the store directly, so a serving host sees
 /// the change at its very next call.
-pub(super) fn task(args: TaskArgs) -> anyhow::Result<()> {
+pub(super) async fn task(args: TaskArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
     let changes = matches!(
         args.command,
         TaskCommand::Open { .. } | TaskCommand::Revoke { .. } | TaskCommand::Extend { .. }
     );
-    let store = operator_store(&manifest, changes)?;
+    let store = operator_store(&manifest, changes).await?;
     match args.command {
         TaskCommand::Open {
             purpose,
@@ -96,7 +96,7 @@ pub(super) fn task(args: TaskArgs) -> anyhow::Result<()> {
                 operator_approval,
             };
             let new = request.vet(&manifest, cli_operator())?;
-            let (task, token) = store.open_task(new)?;
+            let (task, token) = store.open_task(new).await?;
             if json {
                 let out = serde_json::json!({ "task": task_json(&task), "token": token.as_str() });
                 println!("{out}");
@@ -111,7 +111,7 @@ pub(super) fn task(args: TaskArgs) -> anyhow::Result<()> {
             }
         }
         TaskCommand::List { json } => {
-            let tasks = store.tasks()?;
+            let tasks = store.tasks().await?;
             if json {
                 let list: Vec<_> = tasks.iter().map(task_json).collect();
                 println!("{}", serde_json::Value::Array(list));
@@ -147,19 +147,22 @@ pub(super) fn task(args: TaskArgs) -> anyhow::Result<()> {
         }
         TaskCommand::Show { id } => {
             let task = store
-                .task(&id)?
+                .task(&id)
+                .await?
                 .with_context(|| format!("no task `{id}`"))?;
             println!("{:#}", task_json(&task));
         }
         TaskCommand::Revoke { id } => {
-            let task = store.revoke_task(&id, &cli_operator())?;
+            let task = store.revoke_task(&id, &cli_operator()).await?;
             println!(
                 "task {} revoked; its sessions' next write or destructive call is refused",
                 task.id
             );
         }
         TaskCommand::Extend { id, ttl } => {
-            let task = store.extend_task(&id, operator::parse_ttl(&ttl)?, &cli_operator())?;
+            let task = store
+                .extend_task(&id, operator::parse_ttl(&ttl)?, &cli_operator())
+                .await?;
             println!(
                 "task {} now expires at {}",
                 task.id,

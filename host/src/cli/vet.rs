@@ -17,7 +17,7 @@ use crate::catalog::{self, Catalog, Difference, differences, vetted_tool};
 use crate::lint::{self, Finding};
 use crate::manifest::{Grants, LOCK_VERSION, Lock, Manifest, PluginName, Sha256Digest, Vetted};
 use crate::store::Store;
-use crate::store::sqlite::operator as cli_operator;
+use crate::store::operator as cli_operator;
 use crate::{inspect, text};
 
 #[derive(Args)]
@@ -35,7 +35,7 @@ pub struct VetArgs {
 /// can be seen and accepted; a plugin refused for any other reason is not
 /// vetted.
 async fn load_unlocked(manifest: &Manifest) -> anyhow::Result<Catalog> {
-    let store: Arc<dyn Store> = open_store(manifest)?;
+    let store: Arc<dyn Store> = open_store(manifest).await?;
     let sandbox = cached_sandbox(manifest)?;
     Ok(catalog::load_for_vetting(manifest, &sandbox, &store).await)
 }

@@ -233,6 +233,12 @@ pub struct Manifest {
     pub audit: AuditSettings,
     /// Absolute path of `[host] secrets_file`, if set.
     pub secrets_file: Option<PathBuf>,
+    /// `[host] store`, `database_url_file`: where tasks, approvals and
+    /// plugin state live.
+    pub store: StoreSettings,
+    /// `[host] replica` (or `TOOLHOST_REPLICA`): this process's name in the
+    /// audit trail; default the hostname.
+    pub replica: String,
     /// `[host] wasm_stack_kib`: how deep any plugin's wasm may recurse, in
     /// bytes of native stack. One engine runs every plugin, so this one
     /// setting is host-wide.
@@ -244,6 +250,42 @@ pub struct Manifest {
     /// `tools-manifest.lock` beside it, if there is one (see `lock`).
     pub lock: Option<Lock>,
 }
+
+/// Which backend keeps the host's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// One SQLite file in `state_dir`: one machine.
+    Sqlite,
+    /// A PostgreSQL database shared by replicas.
+    Postgres,
+}
+
+impl StoreKind {
+    fn parse(value: &str) -> Option<StoreKind> {
+        match value {
+            "sqlite" => Some(StoreKind::Sqlite),
+            "postgres" => Some(StoreKind::Postgres),
+            _ => None,
+        }
+    }
+}
+
+/// `[host] store` and where its connection comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    pub kind: StoreKind,
+    /// Absolute path of `[host] database_url_file`, if set. The URL itself
+    /// never appears in the manifest.
+    pub database_url_file: Option<PathBuf>,
+}
+
+/// Overrides `[host] store` for this process.
+pub const STORE_ENV: &str = "TOOLHOST_STORE";
+/// Overrides `[host] state_dir`: replicas sharing one manifest each keep
+/// their own trail and cache.
+pub const STATE_DIR_ENV: &str = "TOOLHOST_STATE_DIR";
+/// Overrides `[host] replica`.
+pub const REPLICA_ENV: &str = "TOOLHOST_REPLICA";
 
 /// `[lint]`: what the catalog lint holds every tool to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -354,7 +396,52 @@ impl Manifest {
             }
             plugins.push(p.vet(&at, base, plugin_line)?);
         }
-        let state_dir = base.join(raw.host.state_dir.as_deref().unwrap_or(DEFAULT_STATE_DIR));
+        let state_dir = match std::env::var_os(STATE_DIR_ENV).filter(|v| !v.is_empty()) {
+            Some(dir) => base.join(dir),
+            None => base.join(raw.host.state_dir.as_deref().unwrap_or(DEFAULT_STATE_DIR)),
+        };
+        if let Some(url) = &raw.host.database_url {
+            return Err(at.error(
+                Some(url.span()),
+                "host.database_url is not accepted: a database URL may hold a password, and the manifest is shared".into(),
+                "put the URL in TOOLHOST_DATABASE_URL, or in a file (mode 0600) named by host.database_url_file".into(),
+            ));
+        }
+        let store_kind = match std::env::var(STORE_ENV).ok().filter(|v| !v.is_empty()) {
+            Some(value) => StoreKind::parse(&value).ok_or_else(|| {
+                at.error(
+                    None,
+                    format!("{STORE_ENV}={value:?} names no store"),
+                    "use sqlite or postgres".into(),
+                )
+            })?,
+            None => match &raw.host.store {
+                None => StoreKind::Sqlite,
+                Some(value) => StoreKind::parse(value.get_ref()).ok_or_else(|| {
+                    at.error(
+                        Some(value.span()),
+                        format!("host.store = {:?} names no store", value.get_ref()),
+                        "use \"sqlite\" (the default, one machine) or \"postgres\" (replicas)"
+                            .into(),
+                    )
+                })?,
+            },
+        };
+        let replica = match std::env::var(REPLICA_ENV).ok().filter(|v| !v.is_empty()) {
+            Some(name) => toml::Spanned::new(0..0, name),
+            None => match raw.host.replica {
+                Some(name) => name,
+                None => toml::Spanned::new(0..0, hostname()),
+            },
+        };
+        if !valid_replica(replica.get_ref()) {
+            return Err(at.error(
+                (replica.span() != (0..0)).then(|| replica.span()),
+                format!("replica name {:?} is not usable", replica.get_ref()),
+                "use 1 to 64 letters, digits, `.`, `_` or `-` (host.replica or TOOLHOST_REPLICA)"
+                    .into(),
+            ));
+        }
         let bounded_setting =
             |value: Option<toml::Spanned<u32>>, key: &str, min: u32, max: u32, default: u32| {
                 match value {
@@ -393,6 +480,11 @@ impl Manifest {
             state_dir,
             audit,
             secrets_file: raw.host.secrets_file.as_deref().map(|f| base.join(f)),
+            store: StoreSettings {
+                kind: store_kind,
+                database_url_file: raw.host.database_url_file.as_deref().map(|f| base.join(f)),
+            },
+            replica: replica.into_inner(),
             wasm_stack_bytes: (bounded_setting(
                 raw.host.wasm_stack_kib,
                 "host.wasm_stack_kib",
@@ -459,3 +551,21 @@ impl Locator<'_> {
 
 #[cfg(test)]
 mod tests;
+
+/// The machine's name, for the default replica name.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|name| name.trim().to_string())
+        .ok()
+        .filter(|name| valid_replica(name))
+        .unwrap_or_else(|| "toolhost".into())
+}
+
+/// Replica names go into every audit record and the checkpoint table.
+fn valid_replica(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}

@@ -48,6 +48,15 @@ pub(super) struct RawHost {
     pub secrets_file: Option<String>,
     /// Native stack a plugin's wasm may use, host-wide.
     pub wasm_stack_kib: Option<Spanned<u32>>,
+    /// `sqlite` (default) or `postgres`.
+    pub store: Option<Spanned<String>>,
+    /// A file holding the PostgreSQL URL (mode 0600), relative to the manifest.
+    pub database_url_file: Option<String>,
+    /// Never accepted: a URL may hold a password, and manifests are
+    /// committed and shared. Read only to say so.
+    pub database_url: Option<Spanned<toml::Value>>,
+    /// This replica's name in the audit trail (default: the hostname).
+    pub replica: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

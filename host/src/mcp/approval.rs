@@ -124,14 +124,14 @@ fn decider(context: &RequestContext<RoleServer>) -> String {
 
 /// Records an in-band answer; an approval someone else decided meanwhile
 /// (an operator, or expiry) keeps that decision.
-fn record(
+async fn record(
     store: &dyn Store,
     approval: &Approval,
     decision: Decision,
     by: &str,
     channel: &str,
 ) -> Result<(), StoreError> {
-    match store.decide(&approval.id, decision, by, channel) {
+    match store.decide(&approval.id, decision, by, channel).await {
         Ok(decided) => {
             tracing::info!(approval = %decided.id, task = %decided.task_id, tool = %decided.tool, state = decided.state.as_str(), by, channel, "approval decided through the client");
             Ok(())
@@ -168,7 +168,7 @@ pub async fn elicit(
             return Ok(false);
         }
     };
-    record(store, approval, decision, &decider(context), "elicitation")?;
+    record(store, approval, decision, &decider(context), "elicitation").await?;
     Ok(true)
 }
 
@@ -184,7 +184,7 @@ pub fn input_required(approval: &Approval) -> Result<InputRequiredResult, ErrorD
 
 /// Records the answer a 2026-07-28 client's retry carries, if the retry is
 /// for this very approval. Returns whether it carried one.
-pub fn answer_from_retry(
+pub async fn answer_from_retry(
     store: &dyn Store,
     approval: &Approval,
     request: &CallToolRequestParams,
@@ -207,6 +207,6 @@ pub fn answer_from_retry(
         Ok(result) => decision(&result),
         Err(_) => Decision::Deny,
     };
-    record(store, approval, decision, &decider(context), "mrtr")?;
+    record(store, approval, decision, &decider(context), "mrtr").await?;
     Ok(true)
 }

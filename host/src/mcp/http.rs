@@ -422,14 +422,16 @@ async fn bind_task(
         }
         Bearer::Token(token) => token,
     };
-    let task = match store.authenticate(token) {
+    let task = match store.authenticate(token).await {
         Ok(Some(task)) => task,
         Ok(None) => return unauthorized("unknown task token"),
         Err(e) => {
             tracing::error!("checking a task token: {e}");
+            // Nothing ran; the client may retry once the store is back.
             return (
                 StatusCode::SERVICE_UNAVAILABLE,
-                "the host's store is unavailable",
+                [(http::header::RETRY_AFTER, "1")],
+                "store_unavailable: the host cannot check the task token because its store is unreachable; retry shortly",
             )
                 .into_response();
         }

@@ -201,7 +201,7 @@ impl ServerHandler for McpSession {
                 Channel::Operator => Ok(false),
                 Channel::Elicitation => approval::elicit(store, pending, &context).await,
                 Channel::InputRequired => {
-                    match approval::answer_from_retry(store, pending, &request, &context) {
+                    match approval::answer_from_retry(store, pending, &request, &context).await {
                         Ok(false) => return approval::input_required(pending).map(Into::into),
                         other => other,
                     }

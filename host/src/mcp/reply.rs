@@ -115,6 +115,12 @@ pub fn tool_result(
                     ),
                     true,
                 ),
+                Denial::StoreBusy(_) => (
+                    format!(
+                        "The host is too busy to count this call of {tool} against the task, so it did not run. Retry in a few seconds."
+                    ),
+                    true,
+                ),
             }
         }
         CallError::Sandbox {

@@ -250,7 +250,7 @@ async fn open_task(State(admin): Shared, bytes: axum::body::Bytes) -> Response {
         Ok(new) => new,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request", &e.to_string()),
     };
-    match admin.store.open_task(new) {
+    match admin.store.open_task(new).await {
         Ok((task, token)) => {
             tracing::info!(task = %task.id, grants = ?task.grants, "task opened through the admin API");
             (
@@ -264,7 +264,7 @@ async fn open_task(State(admin): Shared, bytes: axum::body::Bytes) -> Response {
 }
 
 async fn list_tasks(State(admin): Shared) -> Response {
-    match admin.store.tasks() {
+    match admin.store.tasks().await {
         Ok(tasks) => Json(json!({ "tasks": tasks.iter().map(task_json).collect::<Vec<_>>() }))
             .into_response(),
         Err(e) => store_error(e),
@@ -272,7 +272,7 @@ async fn list_tasks(State(admin): Shared) -> Response {
 }
 
 async fn show_task(State(admin): Shared, UrlPath(id): UrlPath<String>) -> Response {
-    match admin.store.task(&id) {
+    match admin.store.task(&id).await {
         Ok(Some(task)) => Json(task_json(&task)).into_response(),
         Ok(None) => store_error(StoreError::NoTask(id)),
         Err(e) => store_error(e),
@@ -280,7 +280,7 @@ async fn show_task(State(admin): Shared, UrlPath(id): UrlPath<String>) -> Respon
 }
 
 async fn revoke_task(State(admin): Shared, UrlPath(id): UrlPath<String>) -> Response {
-    match admin.store.revoke_task(&id, "admin_api") {
+    match admin.store.revoke_task(&id, "admin_api").await {
         Ok(task) => {
             tracing::info!(task = %task.id, "task revoked through the admin API");
             Json(task_json(&task)).into_response()
@@ -308,7 +308,7 @@ async fn extend_task(
         Ok(ttl) => ttl,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request", &e.to_string()),
     };
-    match admin.store.extend_task(&id, ttl, "admin_api") {
+    match admin.store.extend_task(&id, ttl, "admin_api").await {
         Ok(task) => Json(task_json(&task)).into_response(),
         Err(e) => store_error(e),
     }
@@ -321,7 +321,7 @@ struct ApprovalFilter {
 }
 
 async fn list_approvals(State(admin): Shared, Query(filter): Query<ApprovalFilter>) -> Response {
-    match admin.store.approvals(!filter.all) {
+    match admin.store.approvals(!filter.all).await {
         Ok(list) => Json(json!({
             "approvals": list.iter().map(approval_json).collect::<Vec<_>>()
         }))
@@ -331,7 +331,7 @@ async fn list_approvals(State(admin): Shared, Query(filter): Query<ApprovalFilte
 }
 
 async fn show_approval(State(admin): Shared, UrlPath(id): UrlPath<String>) -> Response {
-    match admin.store.approval(&id) {
+    match admin.store.approval(&id).await {
         Ok(Some(approval)) => Json(approval_json(&approval)).into_response(),
         Ok(None) => store_error(StoreError::NoApproval(id)),
         Err(e) => store_error(e),
@@ -358,7 +358,7 @@ async fn decide(admin: &Admin, id: &str, decision: Decision, bytes: &[u8]) -> Re
         Some(by) if !by.trim().is_empty() && by.len() <= 200 => format!("admin_api:{}", by.trim()),
         _ => "admin_api".to_string(),
     };
-    match admin.store.decide(id, decision, &by, "admin_api") {
+    match admin.store.decide(id, decision, &by, "admin_api").await {
         Ok(approval) => {
             tracing::info!(approval = %approval.id, state = ?approval.state, %by, "approval decided");
             Json(approval_json(&approval)).into_response()

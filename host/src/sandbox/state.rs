@@ -198,15 +198,16 @@ impl plugin::log::Host for PluginState {
 /// The plugin's name is the scope of every key: the guest names keys, the
 /// host decides whose they are, so no plugin can reach another's.
 impl plugin::state::Host for PluginState {
-    fn get(&mut self, key: String) -> Result<Option<String>, plugin::state::StateError> {
+    async fn get(&mut self, key: String) -> Result<Option<String>, plugin::state::StateError> {
         let shared = &self.shared;
         shared
             .store
             .state_get(shared.name.as_str(), &key)
+            .await
             .map_err(wit_error)
     }
 
-    fn set(&mut self, key: String, value: String) -> Result<(), plugin::state::StateError> {
+    async fn set(&mut self, key: String, value: String) -> Result<(), plugin::state::StateError> {
         let shared = &self.shared;
         shared
             .store
@@ -216,10 +217,11 @@ impl plugin::state::Host for PluginState {
                 &value,
                 shared.limits.state_bytes,
             )
+            .await
             .map_err(wit_error)
     }
 
-    fn compare_and_set(
+    async fn compare_and_set(
         &mut self,
         key: String,
         expected: Option<String>,
@@ -235,22 +237,28 @@ impl plugin::state::Host for PluginState {
                 &value,
                 shared.limits.state_bytes,
             )
+            .await
             .map_err(wit_error)
     }
 
-    fn delete(&mut self, key: String) -> Result<bool, plugin::state::StateError> {
+    async fn delete(&mut self, key: String) -> Result<bool, plugin::state::StateError> {
         let shared = &self.shared;
         shared
             .store
             .state_delete(shared.name.as_str(), &key)
+            .await
             .map_err(wit_error)
     }
 
-    fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, plugin::state::StateError> {
+    async fn list_keys(
+        &mut self,
+        prefix: String,
+    ) -> Result<Vec<String>, plugin::state::StateError> {
         let shared = &self.shared;
         shared
             .store
             .state_list(shared.name.as_str(), &prefix)
+            .await
             .map_err(wit_error)
     }
 }

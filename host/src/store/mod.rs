@@ -1,17 +1,20 @@
 //! The host's durable state: tasks and their tokens, call budgets, approvals
 //! of destructive calls, and the plugins' key-value state.
 //!
-//! Everything goes through the [`Store`] trait so that another backend
-//! (PostgreSQL, for a fleet of hosts) can be added as a module beside
-//! [`sqlite`]. Every method that writes is one transaction: a counter is
-//! checked and charged in the same step, so concurrent calls from any number
-//! of sessions (or processes sharing the database) never overspend a budget.
+//! Everything goes through the [`Store`] trait, with two backends:
+//! [`sqlite`], embedded, one file for the processes of one machine, and
+//! [`postgres`], one database for a fleet of replicas. Every method that
+//! writes is one transaction: a counter is checked and charged in the same
+//! step, so concurrent calls from any number of sessions, processes or
+//! replicas sharing the database never overspend a budget.
 //!
-//! Methods are synchronous and the callers run them on the async runtime
-//! directly: they are indexed statements, far cheaper than a hop to the
-//! blocking pool. The exception is a writer in another process holding the
-//! database lock, which makes a call wait (up to the busy timeout).
+//! The trait is async because a PostgreSQL round trip must not hold a worker
+//! thread. The SQLite backend does its work inline: its statements are
+//! indexed and local, far cheaper than a hop to the blocking pool. The
+//! exception is a writer in another process holding the database lock,
+//! which makes a call wait (up to the busy timeout).
 
+pub mod postgres;
 pub mod sqlite;
 mod token;
 
@@ -183,6 +186,17 @@ impl ApprovalState {
         }
     }
 
+    /// The state at time `at`. Expiry is a matter of time, not of a write:
+    /// a pending or approved row past `expires_at` reads as expired.
+    pub(crate) fn at(self, expires_at: UnixSecs, at: UnixSecs) -> ApprovalState {
+        let live = matches!(self, ApprovalState::Pending | ApprovalState::Approved);
+        if live && at >= expires_at {
+            ApprovalState::Expired
+        } else {
+            self
+        }
+    }
+
     /// An unknown state reads as expired: nothing may approve or use it.
     fn parse(s: &str) -> ApprovalState {
         match s {
@@ -262,7 +276,19 @@ pub enum StoreError {
         cause: String,
     },
     #[error("state database: {0}")]
-    Sqlite(String),
+    Database(String),
+    /// The database server cannot be reached or dropped the connection; the
+    /// operation did not happen (or, for a commit cut short, the database
+    /// decides). Retryable.
+    #[error("the database cannot be reached: {0}")]
+    Unavailable(String),
+    /// Every pooled connection stayed in use for the pool's wait time.
+    #[error("every database connection stayed busy for {} ms", .0.as_millis())]
+    Busy(Duration),
+    #[error(
+        "the database's schema is version {found}, newer than this host's {known}; use a newer toolhost"
+    )]
+    SchemaTooNew { found: i64, known: i64 },
     #[error("the OS random source failed: {0}")]
     Random(String),
     #[error("no task `{0}`")]
@@ -293,34 +319,40 @@ pub enum StoreError {
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> StoreError {
-        StoreError::Sqlite(e.to_string())
+        StoreError::Database(e.to_string())
     }
 }
 
 /// The host's durable state. See the module docs.
+#[async_trait::async_trait]
 pub trait Store: Send + Sync {
     /// Opens a task and issues its token, which is never stored and cannot
     /// be shown again.
-    fn open_task(&self, task: NewTask) -> Result<(Task, TaskToken), StoreError>;
+    async fn open_task(&self, task: NewTask) -> Result<(Task, TaskToken), StoreError>;
     /// Records the ad-hoc task of `serve --task ID --grant …`: created, or
     /// re-opened with the new grants if an earlier ad-hoc run left it open
     /// or expired. A revoked task stays revoked.
-    fn ad_hoc_task(&self, id: &str, grants: &[String], ttl: Duration) -> Result<Task, StoreError>;
-    fn task(&self, id: &str) -> Result<Option<Task>, StoreError>;
+    async fn ad_hoc_task(
+        &self,
+        id: &str,
+        grants: &[String],
+        ttl: Duration,
+    ) -> Result<Task, StoreError>;
+    async fn task(&self, id: &str) -> Result<Option<Task>, StoreError>;
     /// All tasks, newest first.
-    fn tasks(&self) -> Result<Vec<Task>, StoreError>;
-    fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError>;
+    async fn tasks(&self) -> Result<Vec<Task>, StoreError>;
+    async fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError>;
     /// Sets the expiry to `ttl` from now; a revoked task cannot be extended.
     /// `by` names the operator for the audit trail.
-    fn extend_task(&self, id: &str, ttl: Duration, by: &str) -> Result<Task, StoreError>;
+    async fn extend_task(&self, id: &str, ttl: Duration, by: &str) -> Result<Task, StoreError>;
     /// The task a token belongs to, whatever its state; `None` for a token
     /// that was never issued.
-    fn authenticate(&self, token: &str) -> Result<Option<Task>, StoreError>;
+    async fn authenticate(&self, token: &str) -> Result<Option<Task>, StoreError>;
     /// Checks that the task is open, grants `tool` (read tools need no
     /// grant), has budget left and, for a destructive call, holds an
     /// approval; then charges the call and uses the approval. One
     /// transaction: a refusal changes nothing.
-    fn charge(
+    async fn charge(
         &self,
         task_id: &str,
         tool: &str,
@@ -329,9 +361,9 @@ pub trait Store: Send + Sync {
 
     /// A pending (or approved, unused) approval for the same binding, or a
     /// new pending one.
-    fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError>;
+    async fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError>;
     /// Records a human's decision on a pending approval.
-    fn decide(
+    async fn decide(
         &self,
         id: &str,
         decision: Decision,
@@ -340,15 +372,24 @@ pub trait Store: Send + Sync {
     ) -> Result<Approval, StoreError>;
     /// A denial of this binding not yet reported to the caller: returned
     /// once, then retired, so a later identical call asks again.
-    fn take_denial(&self, task_id: &str, binding: &str) -> Result<Option<Approval>, StoreError>;
-    fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError>;
+    async fn take_denial(
+        &self,
+        task_id: &str,
+        binding: &str,
+    ) -> Result<Option<Approval>, StoreError>;
+    async fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError>;
     /// Approvals, newest first; only pending ones when `pending_only`.
-    fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError>;
+    async fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError>;
 
-    fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError>;
-    fn state_set(&self, plugin: &str, key: &str, value: &str, quota: u64)
-    -> Result<(), StateError>;
-    fn state_compare_and_set(
+    async fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError>;
+    async fn state_set(
+        &self,
+        plugin: &str,
+        key: &str,
+        value: &str,
+        quota: u64,
+    ) -> Result<(), StateError>;
+    async fn state_compare_and_set(
         &self,
         plugin: &str,
         key: &str,
@@ -356,16 +397,52 @@ pub trait Store: Send + Sync {
         value: &str,
         quota: u64,
     ) -> Result<bool, StateError>;
-    fn state_delete(&self, plugin: &str, key: &str) -> Result<bool, StateError>;
-    fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError>;
+    async fn state_delete(&self, plugin: &str, key: &str) -> Result<bool, StateError>;
+    async fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError>;
     /// Operator only: moves a value to another key of the same plugin (how a
     /// note comes back from the trash). Fails if `to` exists.
     /// `by` names the operator for the audit trail.
-    fn state_rename(&self, plugin: &str, from: &str, to: &str, by: &str) -> Result<(), StoreError>;
+    async fn state_rename(
+        &self,
+        plugin: &str,
+        from: &str,
+        to: &str,
+        by: &str,
+    ) -> Result<(), StoreError>;
 }
 
 /// Keys are bytes the host stores, not paths; these bounds keep them
 /// printable and small.
 pub fn valid_state_key(key: &str) -> bool {
     !key.is_empty() && key.len() <= 256 && !key.chars().any(char::is_control)
+}
+
+/// How long an approved call stays usable after the human said yes.
+const APPROVED_FOR_SECS: i64 = 15 * 60;
+/// Approvals of one task waiting for a human at once: each is a question to
+/// a person, and an agent must not be able to bury them in questions.
+pub const MAX_PENDING_PER_TASK: usize = 5;
+
+/// Who runs this process, for `opened_by` and `decided_by` on the CLI.
+pub fn operator() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("cli:{user}")
+}
+
+/// A new task or approval id: the prefix and 6 random bytes in hex.
+fn random_id(prefix: &str) -> Result<String, StoreError> {
+    let mut bytes = [0u8; 6];
+    getrandom::fill(&mut bytes).map_err(|e| StoreError::Random(e.to_string()))?;
+    Ok(format!("{prefix}-{}", hex::encode(bytes)))
+}
+
+/// Tool lists are stored as JSON arrays of names.
+fn json_list(items: &[String]) -> String {
+    serde_json::to_string(items).expect("a list of strings serialises")
+}
+
+fn ttl_secs(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2)
 }

@@ -16,8 +16,9 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use super::token::{self, TaskToken};
 use super::{
-    Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Charged, Decision, NewTask,
-    StateError, Store, StoreError, Task, TaskState, UnixSecs, now, valid_state_key,
+    APPROVED_FOR_SECS, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Charged,
+    Decision, MAX_PENDING_PER_TASK, NewTask, StateError, Store, StoreError, Task, TaskState,
+    UnixSecs, json_list, now, operator, random_id, ttl_secs, valid_state_key,
 };
 
 /// The file name inside `state_dir`.
@@ -80,12 +81,6 @@ CREATE TABLE plugin_usage (
     bytes  INTEGER NOT NULL
 ) STRICT;
 ";
-
-/// How long an approved call stays usable after the human said yes.
-const APPROVED_FOR_SECS: i64 = 15 * 60;
-/// Approvals of one task waiting for a human at once: each is a question to
-/// a person, and an agent must not be able to bury them in questions.
-pub const MAX_PENDING_PER_TASK: usize = 5;
 
 /// The SQLite [`Store`].
 pub struct SqliteStore {
@@ -232,14 +227,7 @@ fn approval_from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
     let arguments: String = row.get(4)?;
     let state = ApprovalState::parse(&row.get::<_, String>(6)?);
     let expires_at: UnixSecs = row.get(8)?;
-    // Expiry is a matter of time, not of a write: a pending or approved row
-    // past its time reads as expired.
-    let live = matches!(state, ApprovalState::Pending | ApprovalState::Approved);
-    let state = if live && now() >= expires_at {
-        ApprovalState::Expired
-    } else {
-        state
-    };
+    let state = state.at(expires_at, now());
     Ok(Approval {
         id: row.get(0)?,
         task_id: row.get(1)?,
@@ -266,26 +254,13 @@ fn load_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
     .optional()
 }
 
-fn random_id(prefix: &str) -> Result<String, StoreError> {
-    let mut bytes = [0u8; 6];
-    getrandom::fill(&mut bytes).map_err(|e| StoreError::Random(e.to_string()))?;
-    Ok(format!("{prefix}-{}", hex::encode(bytes)))
-}
-
-fn json_list(items: &[String]) -> String {
-    serde_json::to_string(items).expect("a list of strings serialises")
-}
-
-fn ttl_secs(ttl: Duration) -> i64 {
-    i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2)
-}
-
 fn unavailable(e: rusqlite::Error) -> StateError {
     StateError::Unavailable(e.to_string())
 }
 
+#[async_trait::async_trait]
 impl Store for SqliteStore {
-    fn open_task(&self, new: NewTask) -> Result<(Task, TaskToken), StoreError> {
+    async fn open_task(&self, new: NewTask) -> Result<(Task, TaskToken), StoreError> {
         let (token, record) = token::issue().map_err(|e| StoreError::Random(e.to_string()))?;
         let id = random_id("task")?;
         let at = now();
@@ -314,7 +289,12 @@ impl Store for SqliteStore {
         Ok((task, token))
     }
 
-    fn ad_hoc_task(&self, id: &str, grants: &[String], ttl: Duration) -> Result<Task, StoreError> {
+    async fn ad_hoc_task(
+        &self,
+        id: &str,
+        grants: &[String],
+        ttl: Duration,
+    ) -> Result<Task, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let at = now();
@@ -353,11 +333,11 @@ impl Store for SqliteStore {
         Ok(task)
     }
 
-    fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
+    async fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
         Ok(load_task(&self.conn(), id)?)
     }
 
-    fn tasks(&self) -> Result<Vec<Task>, StoreError> {
+    async fn tasks(&self) -> Result<Vec<Task>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
             "SELECT {TASK_COLUMNS} FROM task ORDER BY opened_at DESC, id"
@@ -366,7 +346,7 @@ impl Store for SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
+    async fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let changed = tx.execute(
@@ -387,7 +367,7 @@ impl Store for SqliteStore {
         Ok(task)
     }
 
-    fn extend_task(&self, id: &str, ttl: Duration, _by: &str) -> Result<Task, StoreError> {
+    async fn extend_task(&self, id: &str, ttl: Duration, _by: &str) -> Result<Task, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
@@ -407,7 +387,7 @@ impl Store for SqliteStore {
         Ok(task)
     }
 
-    fn authenticate(&self, presented: &str) -> Result<Option<Task>, StoreError> {
+    async fn authenticate(&self, presented: &str) -> Result<Option<Task>, StoreError> {
         let Some((token_id, secret)) = token::parse(presented) else {
             return Ok(None);
         };
@@ -428,7 +408,7 @@ impl Store for SqliteStore {
         Ok(load_task(&conn, &task_id)?)
     }
 
-    fn charge(
+    async fn charge(
         &self,
         task_id: &str,
         tool: &str,
@@ -505,7 +485,7 @@ impl Store for SqliteStore {
         Ok(Ok(Charged { task, approval }))
     }
 
-    fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError> {
+    async fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let at = now();
@@ -559,7 +539,7 @@ impl Store for SqliteStore {
         Ok(approval)
     }
 
-    fn decide(
+    async fn decide(
         &self,
         id: &str,
         decision: Decision,
@@ -591,7 +571,11 @@ impl Store for SqliteStore {
         Ok(approval)
     }
 
-    fn take_denial(&self, task_id: &str, binding: &str) -> Result<Option<Approval>, StoreError> {
+    async fn take_denial(
+        &self,
+        task_id: &str,
+        binding: &str,
+    ) -> Result<Option<Approval>, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let id: Option<String> = tx
@@ -610,11 +594,11 @@ impl Store for SqliteStore {
         Ok(approval)
     }
 
-    fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
+    async fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
         Ok(load_approval(&self.conn(), id)?)
     }
 
-    fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError> {
+    async fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError> {
         // The pending list is what operators poll; it is filtered in the
         // query, not by loading every approval ever asked for.
         let filter = if pending_only {
@@ -630,7 +614,7 @@ impl Store for SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
+    async fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
         if !valid_state_key(key) {
             return Err(StateError::InvalidKey);
         }
@@ -644,7 +628,7 @@ impl Store for SqliteStore {
             .map_err(unavailable)
     }
 
-    fn state_set(
+    async fn state_set(
         &self,
         plugin: &str,
         key: &str,
@@ -655,7 +639,7 @@ impl Store for SqliteStore {
             .map(|_| ())
     }
 
-    fn state_compare_and_set(
+    async fn state_compare_and_set(
         &self,
         plugin: &str,
         key: &str,
@@ -666,7 +650,7 @@ impl Store for SqliteStore {
         self.state_compare_and_set_inner(plugin, key, Some(expected), value, quota)
     }
 
-    fn state_delete(&self, plugin: &str, key: &str) -> Result<bool, StateError> {
+    async fn state_delete(&self, plugin: &str, key: &str) -> Result<bool, StateError> {
         if !valid_state_key(key) {
             return Err(StateError::InvalidKey);
         }
@@ -694,7 +678,7 @@ impl Store for SqliteStore {
         Ok(freed.is_some())
     }
 
-    fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError> {
+    async fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError> {
         let conn = self.conn();
         // A range scan on the primary key rather than LIKE, which would
         // treat `%` and `_` in the prefix as wildcards.
@@ -715,7 +699,7 @@ impl Store for SqliteStore {
         Ok(keys)
     }
 
-    fn state_rename(
+    async fn state_rename(
         &self,
         plugin: &str,
         from: &str,
@@ -811,138 +795,5 @@ impl SqliteStore {
         .map_err(unavailable)?;
         tx.commit().map_err(unavailable)?;
         Ok(true)
-    }
-}
-
-/// Who runs this process, for `opened_by` and `decided_by` on the CLI.
-pub fn operator() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
-    format!("cli:{user}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn store() -> (tempfile::TempDir, SqliteStore) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path()).unwrap();
-        (dir, store)
-    }
-
-    fn new_task(max_calls: Option<u64>, writes_per_hour: Option<u32>) -> NewTask {
-        NewTask {
-            purpose: "test".into(),
-            opened_by: "test".into(),
-            grants: vec!["notes_note_save".into()],
-            pre_approved: vec![],
-            ttl: Duration::from_secs(600),
-            max_calls,
-            writes_per_hour,
-            operator_approval: false,
-        }
-    }
-
-    #[test]
-    fn budget_and_write_rate_are_charged_exactly() {
-        let (_dir, store) = store();
-        let (task, token) = store.open_task(new_task(Some(3), Some(1))).unwrap();
-        let authed = store.authenticate(token.as_str()).unwrap().unwrap();
-        assert_eq!(authed.id, task.id);
-        assert!(
-            store
-                .authenticate("tht_0000000000000000_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
-                .unwrap()
-                .is_none()
-        );
-        let save = "notes_note_save";
-        assert!(store.charge(&task.id, save, Charge::Write).unwrap().is_ok());
-        assert_eq!(
-            store
-                .charge(&task.id, save, Charge::Write)
-                .unwrap()
-                .unwrap_err(),
-            ChargeRefusal::WriteRateExhausted { per_hour: 1 }
-        );
-        assert_eq!(
-            store
-                .charge(&task.id, "other_thing_delete", Charge::Write)
-                .unwrap()
-                .unwrap_err(),
-            ChargeRefusal::NotGranted
-        );
-        assert!(
-            store
-                .charge(&task.id, "x_y_get", Charge::Read)
-                .unwrap()
-                .is_ok()
-        );
-        assert!(
-            store
-                .charge(&task.id, "x_y_get", Charge::Read)
-                .unwrap()
-                .is_ok()
-        );
-        assert_eq!(
-            store
-                .charge(&task.id, "x_y_get", Charge::Read)
-                .unwrap()
-                .unwrap_err(),
-            ChargeRefusal::CallsExhausted { max_calls: 3 }
-        );
-        store.revoke_task(&task.id, "t").unwrap();
-        assert_eq!(
-            store
-                .charge(&task.id, "x_y_get", Charge::Read)
-                .unwrap()
-                .unwrap_err(),
-            ChargeRefusal::Closed(TaskState::Revoked)
-        );
-        assert_eq!(store.integrity_check().unwrap(), "ok");
-    }
-
-    #[test]
-    fn state_is_scoped_and_bounded() {
-        let (_dir, store) = store();
-        store.state_set("a", "k", "v1", 100).unwrap();
-        assert_eq!(store.state_get("b", "k").unwrap(), None);
-        assert_eq!(store.state_list("b", "").unwrap(), Vec::<String>::new());
-        assert!(
-            !store
-                .state_compare_and_set("a", "k", Some("v0"), "v2", 100)
-                .unwrap()
-        );
-        assert!(
-            store
-                .state_compare_and_set("a", "k", Some("v1"), "v2", 100)
-                .unwrap()
-        );
-        assert!(
-            !store
-                .state_compare_and_set("a", "k", None, "v3", 100)
-                .unwrap()
-        );
-        assert!(matches!(
-            store.state_set("a", "big", &"x".repeat(200), 100),
-            Err(StateError::QuotaExceeded)
-        ));
-        // Deleting frees its bytes for the next write.
-        store
-            .state_set("a", "big", &"x".repeat(95), 100)
-            .unwrap_err();
-        assert!(store.state_delete("a", "k").unwrap());
-        store.state_set("a", "big", &"x".repeat(95), 100).unwrap();
-        assert!(store.state_delete("a", "big").unwrap());
-        store.state_set("a", "k%_", "v", 100).unwrap();
-        assert_eq!(
-            store.state_list("a", "k%").unwrap(),
-            vec!["k%_".to_string()]
-        );
-        assert!(matches!(
-            store.state_get("a", ""),
-            Err(StateError::InvalidKey)
-        ));
     }
 }

@@ -245,6 +245,7 @@ async fn killing_the_host_mid_burst_loses_no_acknowledged_write_and_leaves_a_sou
             assert!(
                 store
                     .state_get("notes", &format!("note/{slug}"))
+                    .await
                     .unwrap()
                     .is_some(),
                 "acknowledged note {slug} was lost"

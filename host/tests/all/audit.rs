@@ -585,7 +585,13 @@ async fn writes_are_refused_while_the_trail_cannot_be_written() {
     assert_eq!(read.is_error, Some(false));
     let store = toolhost::store::SqliteStore::open(&state_dir(&m)).unwrap();
     use toolhost::store::Store;
-    assert!(store.state_get("notes", "note/during").unwrap().is_none());
+    assert!(
+        store
+            .state_get("notes", "note/during")
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // Back in place: writes work again, and the records held meanwhile are in.
     std::fs::remove_file(&audit).unwrap();

@@ -1,0 +1,465 @@
+//! Several host processes on one PostgreSQL database behave as one host:
+//! tasks, budgets, approvals and plugin state are the same on every
+//! replica, and a database that goes away refuses what needs it and
+//! nothing else.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::postgres::*;
+use crate::support::*;
+
+const SAVE: &str = "notes_note_save";
+const DELETE: &str = "notes_note_delete";
+const GET: &str = "notes_note_get";
+
+fn note(slug: &str, body: &str) -> Value {
+    json!({ "slug": slug, "title": format!("Note {slug}"), "body": body, "tags": ["ops"] })
+}
+
+/// Notes with room for a burst: every call of the test reaches the store.
+fn notes_manifest() -> TestManifest {
+    manifest(vec![
+        PluginEntry::notes().with("limits = { concurrent = 16, queue = 64 }"),
+    ])
+}
+
+fn three(m: &TestManifest, pg: &Postgres) -> [Replica; 3] {
+    ["replica-a", "replica-b", "replica-c"].map(|name| Replica::start(m, pg, name))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_is_exact_across_three_replicas_and_a_revocation_acts_on_all() {
+    let pg = Postgres::start();
+    let m = notes_manifest();
+    let replicas = three(&m, &pg);
+    let task = open_task_on(&m, &pg, &[SAVE], &["--max-calls", "25"]);
+
+    // 3 replicas × 40 concurrent calls, four sessions on each.
+    let mut calls = Vec::new();
+    for (r, replica) in replicas.iter().enumerate() {
+        for s in 0..4 {
+            let client = Arc::new(
+                connect_with(replica.url(), Some(&task.token), ())
+                    .await
+                    .unwrap(),
+            );
+            for c in 0..10 {
+                let client = client.clone();
+                calls.push(tokio::spawn(async move {
+                    let slug = format!("r{r}-s{s}-c{c}");
+                    content(&call(&client, SAVE, note(&slug, "burst")).await)
+                }));
+            }
+        }
+    }
+    let mut ran = 0;
+    let mut exhausted = 0;
+    for outcome in futures::future::join_all(calls).await {
+        let outcome = outcome.unwrap();
+        match outcome["code"].as_str() {
+            None => ran += 1,
+            Some("budget_exhausted") => exhausted += 1,
+            Some(other) => panic!("unexpected outcome {other}: {outcome}"),
+        }
+    }
+    assert_eq!((ran, exhausted), (25, 95));
+    let keys = pg
+        .query("SELECT count(*) FROM plugin_state WHERE plugin = 'notes' AND key LIKE 'note/%'")
+        .await;
+    assert_eq!(keys, ["25"], "exactly the calls that ran wrote a note");
+    let used = pg
+        .query(&format!(
+            "SELECT calls_used FROM task WHERE id = '{}'",
+            task.id
+        ))
+        .await;
+    assert_eq!(used, ["25"]);
+
+    // Extended through replica A's admin API, revoked through C's: each
+    // acts on the very next call on every replica.
+    let second = open_task_on(&m, &pg, &[SAVE], &["--ttl", "1s"]);
+    let clients = futures::future::join_all(
+        replicas
+            .iter()
+            .map(|r| connect_with(r.url(), Some(&second.token), ())),
+    )
+    .await;
+    let clients: Vec<_> = clients.into_iter().map(Result::unwrap).collect();
+    let (status, _) = replicas[0]
+        .admin(
+            reqwest::Method::POST,
+            &format!("/tasks/{}/extend", second.id),
+            Some(json!({ "ttl": "10m" })),
+        )
+        .await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    for (i, client) in clients.iter().enumerate() {
+        assert!(
+            content(&call(client, SAVE, note(&format!("ext-{i}"), "x")).await)["code"].is_null(),
+            "the extension holds on replica {i}"
+        );
+    }
+    let (status, _) = replicas[2]
+        .admin(
+            reqwest::Method::POST,
+            &format!("/tasks/{}/revoke", second.id),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    for client in &clients {
+        let error = refused(client, SAVE, note("after-revoke", "x")).await;
+        assert_eq!(error["code"], "grant_expired");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_asked_on_one_replica_and_decided_on_another_runs_once_on_a_third() {
+    let pg = Postgres::start();
+    let m = notes_manifest();
+    let [a, b, c] = three(&m, &pg);
+    let task = open_task_on(&m, &pg, &[SAVE, DELETE], &["--operator-approval"]);
+    let on_a = connect_with(a.url(), Some(&task.token), ()).await.unwrap();
+    let on_b = connect_with(b.url(), Some(&task.token), ()).await.unwrap();
+    for slug in ["one", "two"] {
+        content(&call(&on_a, SAVE, note(slug, "to delete")).await);
+    }
+
+    let asked = content(&call(&on_a, DELETE, json!({ "slug": "one" })).await);
+    assert_eq!(asked["code"], "approval_required");
+    let id = asked["approval_id"].as_str().unwrap().to_string();
+    // The same call asked on another replica is the same question.
+    let again = content(&call(&on_b, DELETE, json!({ "slug": "one" })).await);
+    assert_eq!(again["approval_id"], id.as_str());
+
+    // Two operators say yes at once, on two replicas: one decision counts.
+    let approve = format!("/approvals/{id}/approve");
+    let (first, second) = tokio::join!(
+        c.admin(reqwest::Method::POST, &approve, None),
+        a.admin(reqwest::Method::POST, &approve, None),
+    );
+    let mut statuses = [first.0, second.0];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409], "{first:?} {second:?}");
+
+    // Repeated on B and on A at once: it runs exactly once.
+    let (on_b_result, on_a_result) = tokio::join!(
+        call(&on_b, DELETE, json!({ "slug": "one" })),
+        call(&on_a, DELETE, json!({ "slug": "one" })),
+    );
+    let outcomes = [content(&on_b_result), content(&on_a_result)];
+    let ran = outcomes.iter().filter(|o| o["code"].is_null()).count();
+    assert_eq!(ran, 1, "{outcomes:?}");
+    let other = outcomes.iter().find(|o| !o["code"].is_null()).unwrap();
+    assert!(
+        matches!(
+            other["code"].as_str(),
+            Some("approval_required" | "not_found")
+        ),
+        "{other}"
+    );
+    let used = pg
+        .query(&format!("SELECT state FROM approval WHERE id = '{id}'"))
+        .await;
+    assert_eq!(used, ["used"]);
+
+    // A denial decided on C is reported on B once.
+    let asked = content(&call(&on_a, DELETE, json!({ "slug": "two" })).await);
+    let deny_id = asked["approval_id"].as_str().unwrap().to_string();
+    let (status, _) = c
+        .admin(
+            reqwest::Method::POST,
+            &format!("/approvals/{deny_id}/deny"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let denied = content(&call(&on_b, DELETE, json!({ "slug": "two" })).await);
+    assert_eq!(denied["code"], "approval_denied");
+    ok(&on_a, GET, json!({ "slug": "two" })).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_state_is_shared_and_compare_and_set_stays_exact() {
+    let pg = Postgres::start();
+    let m = notes_manifest();
+    let replicas = three(&m, &pg);
+    let task = open_task_on(&m, &pg, &[SAVE], &[]);
+    let mut clients = Vec::new();
+    for replica in &replicas {
+        clients.push(Arc::new(
+            connect_with(replica.url(), Some(&task.token), ())
+                .await
+                .unwrap(),
+        ));
+    }
+    let saved = ok(&clients[0], SAVE, note("shared", "from A")).await;
+    let read = ok(&clients[1], GET, json!({ "slug": "shared" })).await;
+    assert_eq!(read["body"], "from A");
+    let version = saved["version"].as_u64().unwrap();
+
+    // Every replica updates the version it read, six times each at once:
+    // exactly one update wins, the rest conflict.
+    let mut racers = Vec::new();
+    for (r, client) in clients.iter().enumerate() {
+        for i in 0..6 {
+            let client = client.clone();
+            racers.push(tokio::spawn(async move {
+                let body = format!("replica {r} try {i}");
+                let mut arguments = note("shared", &body);
+                arguments["expected_version"] = json!(version);
+                let mut outcome = content(&call(&client, SAVE, arguments).await);
+                outcome["sent"] = json!(body);
+                outcome
+            }));
+        }
+    }
+    let outcomes: Vec<Value> = futures::future::join_all(racers)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let won: Vec<&Value> = outcomes.iter().filter(|o| o["code"].is_null()).collect();
+    assert_eq!(won.len(), 1, "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .filter(|o| !o["code"].is_null())
+            .all(|o| o["code"] == "conflict"),
+        "{outcomes:?}"
+    );
+    let read = ok(&clients[2], GET, json!({ "slug": "shared" })).await;
+    assert_eq!(read["body"], won[0]["sent"]);
+    assert_eq!(read["version"], json!(version + 1));
+
+    // The operator's state commands work from any machine with the URL.
+    let keys = cli_ok(&m, &pg, &["state", "list", "notes"]);
+    assert!(keys.contains("note/shared"), "{keys}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_lives_on_its_replica_and_stateless_requests_go_anywhere() {
+    let pg = Postgres::start();
+    let m = notes_manifest();
+    let [a, b, _c] = three(&m, &pg);
+    let http = reqwest::Client::new();
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "t", "version": "1" } }
+    });
+    let response = http
+        .post(a.url())
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    // The same session id on a replica that does not hold it: the spec's
+    // 404, so the client initializes again.
+    let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
+    let elsewhere = http
+        .post(b.url())
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.status(), 404);
+
+    // A 2026-07-28 client needs no affinity: each request stands alone.
+    let task = open_task_on(&m, &pg, &[SAVE], &[]);
+    for (i, replica) in [&a, &b].into_iter().enumerate() {
+        let client = connect_stateless_with(replica.url(), Some(&task.token), ()).await;
+        ok(&client, SAVE, note(&format!("stateless-{i}"), "x")).await;
+        ok(&client, GET, json!({ "slug": "stateless-0" })).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_database_refuses_task_calls_at_once_and_reads_go_on() {
+    let pg = Postgres::start();
+    let m = notes_manifest();
+    let replica = Replica::start(&m, &pg, "replica-a");
+    let task = open_task_on(&m, &pg, &[SAVE], &[]);
+    let anonymous = connect(replica.url()).await;
+    call(&anonymous, "notes_note_list", json!({})).await;
+    // stdio binds its task at start; every call then charges it.
+    let dir = tempfile::tempdir().unwrap();
+    let env = pg.env(&dir.path().join("stdio"), "stdio-replica");
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let bound = stdio_with(&m, &["--task-token", &task.token], &env, ()).await;
+    ok(&bound, SAVE, note("before", "x")).await;
+
+    pg.stop();
+    let began = std::time::Instant::now();
+    let error = refused(&bound, SAVE, note("during", "x")).await;
+    assert_eq!(error["code"], "store_unavailable");
+    assert_eq!(error["retryable"], true);
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "refused at once, not after a long wait"
+    );
+    // Reads of sessions without a task never touch the database.
+    let listed = anonymous.list_all_tools().await.unwrap();
+    assert!(!listed.is_empty());
+    let read = call(&anonymous, "notes_note_list", json!({})).await;
+    assert!(
+        content(&read)["code"].as_str() != Some("store_unavailable"),
+        "{read:?}"
+    );
+    // Over HTTP, the token itself cannot be checked: 503, retry later.
+    let response = reqwest::Client::new()
+        .post(replica.url())
+        .bearer_auth(&task.token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": { "name": "t", "version": "1" } }
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert!(response.text().await.unwrap().contains("store_unavailable"));
+
+    // Back again: the host reconnects by itself.
+    pg.resume();
+    let mut recovered = false;
+    for _ in 0..50 {
+        let result = content(&call(&bound, SAVE, note("after", "x")).await);
+        if result["code"].is_null() {
+            recovered = true;
+            break;
+        }
+        assert_eq!(result["code"], "store_unavailable");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(recovered, "the host did not reconnect");
+    let keys = pg
+        .query("SELECT key FROM plugin_state WHERE key LIKE 'note/%' ORDER BY key")
+        .await;
+    assert_eq!(keys, ["note/after", "note/before"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_acknowledged_is_lost_when_a_replica_is_killed_or_the_database_restarts() {
+    let pg = Postgres::start();
+    let m = notes_manifest();
+    let task = open_task_on(&m, &pg, &[SAVE], &[]);
+    for round in 0..2 {
+        let mut replica = Replica::start(&m, &pg, "replica-a");
+        let client = Arc::new(
+            connect_with(replica.url(), Some(&task.token), ())
+                .await
+                .unwrap(),
+        );
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                tokio::spawn(save_until_it_fails(
+                    client.clone(),
+                    format!("r{round}-w{w}"),
+                ))
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        if round == 0 {
+            // kill -9 of the replica mid-burst.
+            replica.host.child.kill().unwrap();
+            replica.host.child.wait().unwrap();
+        } else {
+            // The database restarts mid-burst; the writers stop at the
+            // first refusal.
+            pg.stop();
+            pg.resume();
+        }
+        let mut acknowledged = Vec::new();
+        for writer in writers {
+            acknowledged.extend(writer.await.unwrap());
+        }
+        drop(client);
+        assert!(!acknowledged.is_empty(), "round {round} wrote nothing");
+        let stored = pg
+            .query(&format!(
+                "SELECT substr(key, 6) FROM plugin_state WHERE key LIKE 'note/r{round}-%'"
+            ))
+            .await;
+        for slug in &acknowledged {
+            assert!(stored.contains(slug), "acknowledged note {slug} was lost");
+        }
+        // Every note stored was charged once, and nothing was charged twice:
+        // each charge is one row of the write window.
+        let writes = pg
+            .query(&format!(
+                "SELECT count(*) FROM task_write WHERE task_id = '{}'",
+                task.id
+            ))
+            .await;
+        let notes = pg
+            .query("SELECT count(*) FROM plugin_state WHERE key LIKE 'note/%'")
+            .await;
+        let writes: usize = writes[0].parse().unwrap();
+        let notes: usize = notes[0].parse().unwrap();
+        assert!(
+            writes >= notes && writes <= notes + 4 * (round + 1),
+            "{writes} charges for {notes} notes (at most one in flight per writer and round)"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_database_is_configured_outside_the_manifest_and_its_schema_is_checked() {
+    let m = manifest_text(
+        "[host]\nstore = \"postgres\"\ndatabase_url = \"postgres://u:secret@db/x\"\n",
+    );
+    let out = start_and_exit(&m, &[]);
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains("database_url is not accepted") && !out.stderr.contains("secret@"),
+        "{}",
+        out.stderr
+    );
+
+    let m = manifest_text("[host]\nstore = \"postgres\"\ndatabase_url_file = \"db-url\"\n");
+    let url_file = m.path.parent().unwrap().join("db-url");
+    std::fs::write(&url_file, "postgres://postgres@127.0.0.1:1/postgres\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&url_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = start_and_exit(&m, &[]);
+    assert!(!out.success);
+    assert!(out.stderr.contains("chmod 600"), "{}", out.stderr);
+
+    let m = manifest_text("[host]\nstore = \"postgres\"\n");
+    let out = start_and_exit(&m, &[]);
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains("TOOLHOST_DATABASE_URL"),
+        "{}",
+        out.stderr
+    );
+
+    // A database migrated by a newer host is refused, naming its version.
+    let pg = Postgres::start();
+    let m = notes_manifest();
+    cli_ok(&m, &pg, &["task", "list"]);
+    pg.query("UPDATE toolhost_schema SET version = 99").await;
+    let out = cli_on(&m, &pg, &["task", "list"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("schema is version 99") && stderr.contains("newer than this host's 1"),
+        "{stderr}"
+    );
+}

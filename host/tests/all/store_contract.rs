@@ -1,0 +1,169 @@
+//! What every store backend promises, checked on SQLite and on PostgreSQL
+//! alike: budgets and the write rate charged exactly, plugin state scoped
+//! per plugin, bounded by its quota, with a compare-and-set that compares.
+
+use std::time::Duration;
+
+use toolhost::store::postgres::{PoolSettings, PostgresStore};
+use toolhost::store::{Charge, ChargeRefusal, NewTask, SqliteStore, StateError, Store, TaskState};
+
+use crate::postgres::Postgres;
+
+#[tokio::test]
+async fn the_sqlite_store_keeps_its_promises() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    budget_and_write_rate_are_charged_exactly(&store).await;
+    state_is_scoped_and_bounded(&store).await;
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[tokio::test]
+async fn the_postgres_store_keeps_its_promises() {
+    let pg = Postgres::start();
+    let store = PostgresStore::connect(&pg.url(), PoolSettings::default())
+        .await
+        .unwrap();
+    budget_and_write_rate_are_charged_exactly(&store).await;
+    state_is_scoped_and_bounded(&store).await;
+    // A second host on the same database finds the schema in place.
+    let again = PostgresStore::connect(&pg.url(), PoolSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        again.schema_version().await.unwrap(),
+        toolhost::store::postgres::SCHEMA_VERSION
+    );
+}
+
+fn new_task(max_calls: Option<u64>, writes_per_hour: Option<u32>) -> NewTask {
+    NewTask {
+        purpose: "test".into(),
+        opened_by: "test".into(),
+        grants: vec!["notes_note_save".into()],
+        pre_approved: vec![],
+        ttl: Duration::from_secs(600),
+        max_calls,
+        writes_per_hour,
+        operator_approval: false,
+    }
+}
+
+async fn budget_and_write_rate_are_charged_exactly(store: &dyn Store) {
+    let (task, token) = store.open_task(new_task(Some(3), Some(1))).await.unwrap();
+    let authed = store.authenticate(token.as_str()).await.unwrap().unwrap();
+    assert_eq!(authed.id, task.id);
+    assert!(
+        store
+            .authenticate("tht_0000000000000000_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let save = "notes_note_save";
+    assert!(
+        store
+            .charge(&task.id, save, Charge::Write)
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    assert_eq!(
+        store
+            .charge(&task.id, save, Charge::Write)
+            .await
+            .unwrap()
+            .unwrap_err(),
+        ChargeRefusal::WriteRateExhausted { per_hour: 1 }
+    );
+    assert_eq!(
+        store
+            .charge(&task.id, "other_thing_delete", Charge::Write)
+            .await
+            .unwrap()
+            .unwrap_err(),
+        ChargeRefusal::NotGranted
+    );
+    assert!(
+        store
+            .charge(&task.id, "x_y_get", Charge::Read)
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    assert!(
+        store
+            .charge(&task.id, "x_y_get", Charge::Read)
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    assert_eq!(
+        store
+            .charge(&task.id, "x_y_get", Charge::Read)
+            .await
+            .unwrap()
+            .unwrap_err(),
+        ChargeRefusal::CallsExhausted { max_calls: 3 }
+    );
+    store.revoke_task(&task.id, "t").await.unwrap();
+    assert_eq!(
+        store
+            .charge(&task.id, "x_y_get", Charge::Read)
+            .await
+            .unwrap()
+            .unwrap_err(),
+        ChargeRefusal::Closed(TaskState::Revoked)
+    );
+}
+
+async fn state_is_scoped_and_bounded(store: &dyn Store) {
+    store.state_set("a", "k", "v1", 100).await.unwrap();
+    assert_eq!(store.state_get("b", "k").await.unwrap(), None);
+    assert_eq!(
+        store.state_list("b", "").await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert!(
+        !store
+            .state_compare_and_set("a", "k", Some("v0"), "v2", 100)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .state_compare_and_set("a", "k", Some("v1"), "v2", 100)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .state_compare_and_set("a", "k", None, "v3", 100)
+            .await
+            .unwrap()
+    );
+    assert!(matches!(
+        store.state_set("a", "big", &"x".repeat(200), 100).await,
+        Err(StateError::QuotaExceeded)
+    ));
+    // Deleting frees its bytes for the next write.
+    store
+        .state_set("a", "big", &"x".repeat(95), 100)
+        .await
+        .unwrap_err();
+    assert!(store.state_delete("a", "k").await.unwrap());
+    store
+        .state_set("a", "big", &"x".repeat(95), 100)
+        .await
+        .unwrap();
+    assert!(store.state_delete("a", "big").await.unwrap());
+    store.state_set("a", "k%_", "v", 100).await.unwrap();
+    assert_eq!(
+        store.state_list("a", "k%").await.unwrap(),
+        vec!["k%_".to_string()]
+    );
+    assert!(matches!(
+        store.state_get("a", "").await,
+        Err(StateError::InvalidKey)
+    ));
+}
