@@ -4,12 +4,13 @@
 //!
 //! Sections, in order: the in-process floor, stdio, Streamable HTTP (both
 //! protocol eras, and normal calls while another session's plugin spins),
-//! the audit trail's cost, start-up and memory. Prints one markdown table,
+//! the store (task-bound calls on SQLite and PostgreSQL, one replica and
+//! three), the audit trail's cost, start-up and memory. Prints one markdown table,
 //! each figure as median and p99 over repeated runs and, where the speed
 //! issue sets one, its target, met or missed by how much; writes the same to
 //! `target/bench/results.json` with the machine it ran on.
 //!
-//! `--quick` runs fewer of everything; `--only floor,stdio,http,audit,footprint`
+//! `--quick` runs fewer of everything; `--only floor,stdio,http,store,audit,footprint`
 //! runs some sections.
 
 // The table on stdout is this program's output.
@@ -25,6 +26,7 @@ mod footprint;
 mod http;
 mod report;
 mod stdio;
+mod store;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -85,10 +87,11 @@ impl Bench {
 /// A section of the benchmark: its figures, in table order.
 type Section = fn(&Bench) -> Vec<Figure>;
 
-const SECTIONS: [(&str, Section); 5] = [
+const SECTIONS: [(&str, Section); 6] = [
     ("floor", floor::run),
     ("stdio", stdio::run),
     ("http", http::run),
+    ("store", store::run),
     ("audit", audit::run),
     ("footprint", footprint::run),
 ];
@@ -111,7 +114,7 @@ fn main() {
         for name in only {
             assert!(
                 SECTIONS.iter().any(|(s, _)| s == name),
-                "unknown section `{name}`: the sections are floor, stdio, http, audit, footprint"
+                "unknown section `{name}`: the sections are floor, stdio, http, store, audit, footprint"
             );
         }
     }

@@ -4,6 +4,8 @@
 // Each benchmark program uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

@@ -26,6 +26,13 @@ pub enum Event {
         pid: u32,
         reason: String,
     },
+    /// The shared database stopped answering: calls that need it are
+    /// refused until it is back.
+    DatabaseUnreachable {
+        detail: String,
+    },
+    /// The shared database answers again.
+    DatabaseReachable {},
     PluginLoaded {
         plugin: String,
         sha256: String,

@@ -77,14 +77,15 @@ pub fn parse_time(text: &str) -> Result<SystemTime, String> {
     ))
 }
 
-/// Writes every record that `filter` keeps to `out`; returns how many.
+/// Writes the records of the trails under `state_dirs` that pass
+/// `filter`, in `format`; several trails (one per replica) are merged by
+/// time. Returns how many were written.
 pub fn export(
-    state_dir: &Path,
+    state_dirs: &[PathBuf],
     filter: &Filter,
     format: Format,
     out: &mut dyn Write,
 ) -> Result<u64, AuditError> {
-    let dir = state_dir.join(trail::AUDIT_DIR);
     let mut sink = match format {
         Format::Csv => {
             let mut writer = csv::Writer::from_writer(out);
@@ -92,41 +93,41 @@ pub fn export(
             header.push("detail");
             writer
                 .write_record(&header)
-                .map_err(|e| csv_error(&dir, e))?;
+                .map_err(|e| csv_error(Path::new("<stdout>"), e))?;
             Sink::Csv(Box::new(writer))
         }
         Format::Jsonl => Sink::Lines(out),
     };
+    let mut cursors = state_dirs
+        .iter()
+        .map(|dir| TrailCursor::open(dir))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut written = 0;
-    for number in trail::segments(&dir)? {
-        let path = dir.join(segment_name(number));
-        let file = File::open(&path).map_err(|source| AuditError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let mut reader = BufReader::new(file);
-        let mut bytes = Vec::new();
-        while next_line(&mut reader, &mut bytes)
-            .map_err(|source| AuditError::Io {
-                path: path.clone(),
-                source,
-            })?
-            .is_some()
-        {
-            let line = String::from_utf8_lossy(&bytes[..bytes.len() - 1]);
-            let Ok(record) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if !filter.matches(&record) {
-                continue;
-            }
-            written += 1;
-            match &mut sink {
-                Sink::Csv(writer) => writer
-                    .write_record(csv_row(record))
-                    .map_err(|e| csv_error(&path, e))?,
-                Sink::Lines(out) => writeln!(out, "{line}").map_err(stdout_error)?,
-            }
+    // Each trail is in time order already; a k-way merge keeps the whole
+    // export streaming however long the trails are.
+    let mut heads: Vec<Option<Line>> = Vec::with_capacity(cursors.len());
+    for cursor in &mut cursors {
+        heads.push(cursor.next_line()?);
+    }
+    loop {
+        let earliest = heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, head)| head.as_ref().map(|line| (i, line)))
+            .min_by(|(_, a), (_, b)| a.time.cmp(&b.time))
+            .map(|(i, _)| i);
+        let Some(i) = earliest else { break };
+        let line = heads[i].take().expect("the earliest head is a line");
+        heads[i] = cursors[i].next_line()?;
+        if !filter.matches(&line.record) {
+            continue;
+        }
+        written += 1;
+        match &mut sink {
+            Sink::Csv(writer) => writer
+                .write_record(csv_row(line.record))
+                .map_err(|e| csv_error(&cursors[i].dir, e))?,
+            Sink::Lines(out) => writeln!(out, "{}", line.text).map_err(stdout_error)?,
         }
     }
     match sink {
@@ -136,13 +137,95 @@ pub fn export(
     Ok(written)
 }
 
-/// Reads the next whole line, newline included, and returns its length;
-/// `None` at the end, or before a line without its newline, which a writer
-/// is still appending or a crash tore (it is no record yet).
-fn next_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Option<usize>> {
-    line.clear();
-    let read = reader.read_until(b'\n', line)?;
-    Ok((read > 0 && line.last() == Some(&b'\n')).then_some(read))
+/// One record as read back: its text, parsed, and its time for merging.
+struct Line {
+    text: String,
+    record: Value,
+    time: String,
+}
+
+/// A reading position in one trail: a segment and an offset in it. Only
+/// whole lines are returned; a line still being written is read once it
+/// is complete.
+struct TrailCursor {
+    dir: PathBuf,
+    segment: u32,
+    offset: u64,
+    reader: Option<BufReader<File>>,
+    buf: Vec<u8>,
+    /// The segment is closed: the next end of it reached is final.
+    draining: bool,
+}
+
+impl TrailCursor {
+    fn open(state_dir: &Path) -> Result<TrailCursor, AuditError> {
+        let dir = state_dir.join(trail::AUDIT_DIR);
+        let first = trail::segments(&dir)?.first().copied().unwrap_or(1);
+        Ok(TrailCursor {
+            dir,
+            segment: first,
+            offset: 0,
+            reader: None,
+            buf: Vec::new(),
+            draining: false,
+        })
+    }
+
+    /// The next whole record, or `None` at the end of what is written.
+    fn next_line(&mut self) -> Result<Option<Line>, AuditError> {
+        loop {
+            let path = self.dir.join(segment_name(self.segment));
+            if self.reader.is_none() {
+                match File::open(&path) {
+                    Ok(mut file) => {
+                        file.seek(SeekFrom::Start(self.offset)).map_err(|source| {
+                            AuditError::Io {
+                                path: path.clone(),
+                                source,
+                            }
+                        })?;
+                        self.reader = Some(BufReader::new(file));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(source) => return Err(AuditError::Io { path, source }),
+                }
+            }
+            let reader = self.reader.as_mut().expect("opened above");
+            self.buf.clear();
+            let read =
+                reader
+                    .read_until(b'\n', &mut self.buf)
+                    .map_err(|source| AuditError::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+            if read > 0 && self.buf.last() == Some(&b'\n') {
+                self.offset += read as u64;
+                let text = String::from_utf8_lossy(&self.buf[..read - 1]).into_owned();
+                let Ok(record) = serde_json::from_str::<Value>(&text) else {
+                    continue;
+                };
+                let time = record["time"].as_str().unwrap_or_default().to_string();
+                return Ok(Some(Line { text, record, time }));
+            }
+            // At the end of what is written; a part line is read again,
+            // whole, next time.
+            self.reader = None;
+            if self.draining {
+                // The segment was closed before this read began, so what
+                // it holds is all it will: go on to the next.
+                self.draining = false;
+                self.segment += 1;
+                self.offset = 0;
+                continue;
+            }
+            if !self.dir.join(segment_name(self.segment + 1)).exists() {
+                return Ok(None);
+            }
+            // Closed after the read began: read it once more, to its end.
+            self.draining = true;
+        }
+    }
 }
 
 enum Sink<'a> {
@@ -182,72 +265,73 @@ fn stdout_error(source: std::io::Error) -> AuditError {
     }
 }
 
-/// Prints the last `count` records; with `follow`, keeps printing new ones
-/// (across rotations) until the process is stopped.
+/// Prints the last `count` records of the trails under `state_dirs`
+/// (merged by time); with `follow`, keeps printing new ones as they are
+/// written, until the process is stopped.
 pub fn tail(
-    state_dir: &Path,
+    state_dirs: &[PathBuf],
     count: usize,
     follow: bool,
     out: &mut dyn Write,
 ) -> Result<(), AuditError> {
-    let dir = state_dir.join(trail::AUDIT_DIR);
-    let numbers = trail::segments(&dir)?;
-    let mut last: std::collections::VecDeque<String> = std::collections::VecDeque::new();
-    let mut position = (numbers.last().copied().unwrap_or(1), 0u64);
-    for &number in &numbers {
-        let path = dir.join(segment_name(number));
-        let file = File::open(&path).map_err(|source| AuditError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let mut reader = BufReader::new(file);
-        let mut offset = 0u64;
-        let mut line = Vec::new();
-        while let Some(read) =
-            next_line(&mut reader, &mut line).map_err(|source| AuditError::Io {
-                path: path.clone(),
-                source,
-            })?
-        {
-            offset += read as u64;
-            if count > 0 {
-                if last.len() == count {
-                    last.pop_front();
-                }
-                last.push_back(String::from_utf8_lossy(&line).trim_end().to_string());
+    let mut cursors = state_dirs
+        .iter()
+        .map(|dir| TrailCursor::open(dir))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut last: Vec<Line> = Vec::new();
+    for cursor in &mut cursors {
+        let mut mine: std::collections::VecDeque<Line> = std::collections::VecDeque::new();
+        while let Some(line) = cursor.next_line()? {
+            if count == 0 {
+                continue;
             }
+            if mine.len() == count {
+                mine.pop_front();
+            }
+            mine.push_back(line);
         }
-        position = (number, offset);
+        last.extend(mine);
     }
-    for line in &last {
-        writeln!(out, "{line}").map_err(stdout_error)?;
-    }
-    out.flush().map_err(stdout_error)?;
+    print_in_time_order(&mut last, count, out)?;
     if !follow {
         return Ok(());
     }
-    let (mut number, mut offset) = position;
     loop {
-        let path = dir.join(segment_name(number));
-        if let Ok(mut file) = File::open(&path) {
-            let _ = file.seek(SeekFrom::Start(offset));
-            let mut reader = BufReader::new(file);
-            let mut line = Vec::new();
-            while let Ok(Some(read)) = next_line(&mut reader, &mut line) {
-                offset += read as u64;
-                out.write_all(&line).map_err(stdout_error)?;
+        let mut fresh = Vec::new();
+        for cursor in &mut cursors {
+            while let Some(line) = cursor.next_line()? {
+                fresh.push(line);
             }
-            out.flush().map_err(stdout_error)?;
         }
-        if dir.join(segment_name(number + 1)).exists() {
-            // Finish the closed segment first: the loop reads it once more.
-            let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-            if offset >= len {
-                number += 1;
-                offset = 0;
-            }
-            continue;
-        }
+        print_in_time_order(&mut fresh, usize::MAX, out)?;
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Prints the newest `count` of `lines`, oldest first.
+fn print_in_time_order(
+    lines: &mut Vec<Line>,
+    count: usize,
+    out: &mut dyn Write,
+) -> Result<(), AuditError> {
+    // Stable: records of one trail with the same time keep their order.
+    lines.sort_by(|a, b| a.time.cmp(&b.time));
+    let skip = lines.len().saturating_sub(count);
+    for line in lines.drain(..).skip(skip) {
+        writeln!(out, "{}", line.text).map_err(stdout_error)?;
+    }
+    out.flush().map_err(stdout_error)
+}
+
+/// The replica named by the newest record of the trail under `state_dir`
+/// that names one; `None` for a trail without such records.
+pub fn replica_of(state_dir: &Path) -> Result<Option<String>, AuditError> {
+    let mut cursor = TrailCursor::open(state_dir)?;
+    let mut replica = None;
+    while let Some(line) = cursor.next_line()? {
+        if let Some(name) = line.record["replica"].as_str() {
+            replica = Some(name.to_string());
+        }
+    }
+    Ok(replica)
 }

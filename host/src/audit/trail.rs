@@ -28,15 +28,34 @@ const LOCK: &str = ".lock";
 pub struct TrailOptions {
     /// A segment is closed (with a checkpoint) once it reaches this size.
     pub segment_bytes: u64,
+    /// The replica that writes the trail, named in every record it writes,
+    /// so that merged trails of several replicas say who decided what.
+    pub replica: Option<String>,
 }
 
 impl Default for TrailOptions {
     fn default() -> Self {
         TrailOptions {
             segment_bytes: 16 << 20,
+            replica: None,
         }
     }
 }
+
+/// A checkpoint just signed and synced, as handed to a
+/// [`Trail::on_checkpoint`] hook.
+#[derive(Debug, Clone)]
+pub struct SignedCheckpoint {
+    pub seq: u64,
+    pub head: String,
+    /// The checkpoint as written to the file, in canonical form.
+    pub line: String,
+    /// `ed25519:<hex>` of the key that signed it.
+    pub key_id: String,
+}
+
+/// Told of every checkpoint once it is on disk (a copy kept elsewhere).
+pub type CheckpointHook = Box<dyn Fn(&SignedCheckpoint) + Send>;
 
 pub fn segment_name(number: u32) -> String {
     format!("segment-{number:06}.jsonl")
@@ -121,9 +140,15 @@ pub struct Trail {
     checkpointed: u64,
     /// Repairs made whose record could not be written yet.
     unrecorded: Vec<Repair>,
+    on_checkpoint: Option<CheckpointHook>,
 }
 
 impl Trail {
+    /// Calls `hook` with every checkpoint this trail signs from now on.
+    pub fn on_checkpoint(&mut self, hook: CheckpointHook) {
+        self.on_checkpoint = Some(hook);
+    }
+
     /// Opens (or starts) the trail under `state_dir`, repairing a
     /// half-written last line left by a crash.
     pub fn open(state_dir: &Path, options: TrailOptions) -> Result<Trail, AuditError> {
@@ -186,6 +211,7 @@ impl Trail {
             stale: true,
             checkpointed: 0,
             unrecorded: Vec::new(),
+            on_checkpoint: None,
         };
         // The tail first: a crash may have saved its bytes but not cut them,
         // and the repair then reuses that `.pending` file.
@@ -478,6 +504,9 @@ impl Trail {
         let mut buf = String::new();
         let mut line_ends = Vec::with_capacity(events.len());
         for event in events.iter_mut() {
+            if let Some(replica) = &self.options.replica {
+                event.insert("replica".into(), replica.as_str().into());
+            }
             seq += 1;
             let line = record::line(seq, &time, &head, event);
             head = record::sha256_hex(line.as_bytes());
@@ -587,13 +616,21 @@ impl Trail {
                 file.set_len(after_last_newline(&tail, len)).map_err(io)?;
             }
         }
-        file.write_all(format!("{}\n", record::canonical(&line)).as_bytes())
-            .map_err(io)?;
+        let text = record::canonical(&line);
+        file.write_all(format!("{text}\n").as_bytes()).map_err(io)?;
         file.sync_data().map_err(io)?;
         if created {
             sync_dir(&self.dir)?;
         }
         self.checkpointed = self.seq;
+        if let Some(hook) = &self.on_checkpoint {
+            hook(&SignedCheckpoint {
+                seq: self.seq,
+                head: self.head.clone(),
+                line: text,
+                key_id: key::public_text(&self.key.verifying_key()),
+            });
+        }
         Ok(())
     }
 }

@@ -52,6 +52,8 @@ impl fmt::Display for Broken {
 
 /// A checkpoint, once its signature is good.
 struct Checkpoint {
+    /// Where it was read: the checkpoint file, or the database.
+    origin: &'static str,
     line: usize,
     seq: u64,
     head: String,
@@ -59,16 +61,34 @@ struct Checkpoint {
     time: String,
 }
 
-/// Verifies the trail under `state_dir` against `key`.
+/// What `--against-db` reads as the origin of a checkpoint.
+pub const DATABASE: &str = "the database's checkpoints";
+
+/// Verifies the trail under `state_dir` against `key`. `elsewhere` are
+/// checkpoints of this trail kept outside its folder (the database's copy,
+/// as canonical lines): each must verify and must sign a record the trail
+/// still holds, so a trail cut back together with its checkpoint file
+/// shows.
 pub fn verify(
     state_dir: &Path,
     key: &VerifyingKey,
+    elsewhere: &[String],
 ) -> Result<Result<Verified, Broken>, AuditError> {
     let dir = state_dir.join(trail::AUDIT_DIR);
-    let checkpoints = match read_checkpoints(&dir, key)? {
+    let mut checkpoints = match read_checkpoints(&dir, key)? {
         Ok(checkpoints) => checkpoints,
         Err(broken) => return Ok(Err(broken)),
     };
+    let local = checkpoints.len();
+    for (i, line) in elsewhere.iter().enumerate() {
+        match parse_checkpoint(line.as_bytes(), i + 1, DATABASE, key) {
+            Ok(checkpoint) => checkpoints.push(checkpoint),
+            Err(broken) => return Ok(Err(broken)),
+        }
+    }
+    // Stable: a checkpoint in both places is checked once, from the file.
+    checkpoints.sort_by_key(|c| c.seq);
+    checkpoints.dedup_by(|later, earlier| later.seq == earlier.seq && later.head == earlier.head);
     let numbers = trail::segments(&dir)?;
     let mut next_checkpoint = checkpoints.iter().peekable();
     let mut seq = 0u64;
@@ -143,7 +163,7 @@ pub fn verify(
             while let Some(checkpoint) = next_checkpoint.next_if(|c| c.seq == seq) {
                 if checkpoint.head != head {
                     return Ok(Err(Broken {
-                        file: CHECKPOINTS.into(),
+                        file: checkpoint.origin.into(),
                         line: checkpoint.line,
                         seq,
                         why: format!(
@@ -171,7 +191,7 @@ pub fn verify(
     }
     if let Some(checkpoint) = next_checkpoint.next() {
         return Ok(Err(Broken {
-            file: CHECKPOINTS.into(),
+            file: checkpoint.origin.into(),
             line: checkpoint.line,
             seq: checkpoint.seq,
             why: format!(
@@ -183,7 +203,7 @@ pub fn verify(
     Ok(Ok(Verified {
         records: seq,
         segments: numbers.len(),
-        checkpoints: checkpoints.len(),
+        checkpoints: local,
         head,
         signed_through: checkpoints.last().map_or(0, |c| c.seq),
         last_signed_at: checkpoints.last().map(|c| c.time.clone()),
@@ -210,45 +230,61 @@ fn read_checkpoints(
         if line.is_empty() {
             continue;
         }
-        let broken = |why: String| Broken {
-            file: CHECKPOINTS.into(),
-            line: i + 1,
-            seq: 0,
-            why,
+        let checkpoint = match parse_checkpoint(line, i + 1, CHECKPOINTS, key) {
+            Ok(checkpoint) => checkpoint,
+            Err(broken) => return Ok(Err(broken)),
         };
-        let value: Value = match serde_json::from_slice(line) {
-            Ok(value) => value,
-            Err(e) => return Ok(Err(broken(format!("not a JSON checkpoint ({e})")))),
-        };
-        let (Some(seq), Some(head), Some(sig)) = (
-            value["seq"].as_u64(),
-            value["head"].as_str(),
-            value["sig"].as_str(),
-        ) else {
-            return Ok(Err(broken("a checkpoint needs seq, head and sig".into())));
-        };
-        let message = trail::checkpoint_message(&value);
-        if !key::verify(key, message.as_bytes(), sig) {
+        if checkpoints
+            .last()
+            .is_some_and(|last| last.seq > checkpoint.seq)
+        {
             return Ok(Err(Broken {
-                seq,
-                ..broken(
-                    "the signature does not match this key: a forged or altered checkpoint".into(),
-                )
+                file: CHECKPOINTS.into(),
+                line: i + 1,
+                seq: checkpoint.seq,
+                why: "checkpoints out of order".into(),
             }));
         }
-        if checkpoints.last().is_some_and(|last| last.seq > seq) {
-            return Ok(Err(Broken {
-                seq,
-                ..broken("checkpoints out of order".into())
-            }));
-        }
-        checkpoints.push(Checkpoint {
-            line: i + 1,
-            seq,
-            head: head.to_string(),
-            segment: value["segment"].as_str().unwrap_or_default().to_string(),
-            time: value["time"].as_str().unwrap_or_default().to_string(),
-        });
+        checkpoints.push(checkpoint);
     }
     Ok(Ok(checkpoints))
+}
+
+/// One checkpoint line, if its signature verifies with `key`.
+fn parse_checkpoint(
+    line: &[u8],
+    number: usize,
+    origin: &'static str,
+    key: &VerifyingKey,
+) -> Result<Checkpoint, Broken> {
+    let broken = |seq: u64, why: String| Broken {
+        file: origin.into(),
+        line: number,
+        seq,
+        why,
+    };
+    let value: Value = serde_json::from_slice(line)
+        .map_err(|e| broken(0, format!("not a JSON checkpoint ({e})")))?;
+    let (Some(seq), Some(head), Some(sig)) = (
+        value["seq"].as_u64(),
+        value["head"].as_str(),
+        value["sig"].as_str(),
+    ) else {
+        return Err(broken(0, "a checkpoint needs seq, head and sig".into()));
+    };
+    let message = trail::checkpoint_message(&value);
+    if !key::verify(key, message.as_bytes(), sig) {
+        return Err(broken(
+            seq,
+            "the signature does not match this key: a forged or altered checkpoint".into(),
+        ));
+    }
+    Ok(Checkpoint {
+        origin,
+        line: number,
+        seq,
+        head: head.to_string(),
+        segment: value["segment"].as_str().unwrap_or_default().to_string(),
+        time: value["time"].as_str().unwrap_or_default().to_string(),
+    })
 }

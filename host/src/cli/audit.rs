@@ -2,17 +2,23 @@
 
 use std::path::PathBuf;
 
+use anyhow::bail;
 use clap::{Args, Subcommand};
 
-use super::open_trail;
+use super::{Backend, open_backend, open_trail};
 use crate::audit;
 use crate::manifest::Manifest;
+use crate::store::postgres::CheckpointRow;
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
     /// The manifest, for its state_dir.
     #[arg(long, default_value = "tools-manifest.toml", global = true)]
     pub manifest: PathBuf,
+    /// A replica's state_dir whose trail to read (repeatable); several are
+    /// merged by time. Default: the manifest's state_dir.
+    #[arg(long = "trail", value_name = "DIR", global = true)]
+    pub trails: Vec<PathBuf>,
     #[command(subcommand)]
     pub command: AuditCommand,
 }
@@ -28,6 +34,11 @@ pub enum AuditCommand {
         /// Default: the key in state_dir, which proves less.
         #[arg(long, value_name = "KEY")]
         key: Option<String>,
+        /// Also check each trail against the checkpoints its replica copied
+        /// to the shared database (host.store = "postgres"): shows a trail
+        /// whose newest records were cut together with its checkpoints.
+        #[arg(long)]
+        against_db: bool,
     },
     /// Print the records that match every filter given.
     Export {
@@ -61,56 +72,21 @@ pub enum AuditCommand {
     Key,
 }
 
-pub(super) fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
+pub(super) async fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
     let state_dir = &manifest.state_dir;
+    let trails = if args.trails.is_empty() {
+        vec![state_dir.clone()]
+    } else {
+        args.trails.clone()
+    };
     match args.command {
-        AuditCommand::Verify { key } => {
-            let public = match key {
-                Some(text) => {
-                    audit::key::parse_public(&text).map_err(|e| anyhow::anyhow!("--key: {e}"))?
-                }
-                None => audit::key::load(&audit::key::key_path(state_dir))?.verifying_key(),
-            };
-            match audit::verify::verify(state_dir, &public) {
-                Ok(Ok(verified)) => {
-                    println!(
-                        "OK: {} records in {} segment(s), {} checkpoint(s); head {} (seq {})",
-                        verified.records,
-                        verified.segments,
-                        verified.checkpoints,
-                        verified.head,
-                        verified.records
-                    );
-                    if let Some(at) = &verified.last_signed_at {
-                        println!(
-                            "newest checkpoint: seq {} signed at {at}",
-                            verified.signed_through
-                        );
-                    }
-                    let unsigned = verified.records - verified.signed_through;
-                    if unsigned > 0 {
-                        println!(
-                            "note: the last {unsigned} record(s) are chained but not yet under a signed checkpoint (a serving host signs every {} s and at stop)",
-                            manifest.audit.checkpoint_every.as_secs()
-                        );
-                    }
-                    if let Some((segment, bytes)) = verified.torn_tail {
-                        println!(
-                            "note: {segment} ends in a half-written record ({bytes} bytes, a crash mid-write); the next host start saves and cuts it and records the repair"
-                        );
-                    }
-                    Ok(())
-                }
-                Ok(Err(broken)) => {
-                    println!("BROKEN: {broken}");
-                    std::process::exit(1);
-                }
-                Err(e) => {
-                    eprintln!("toolhost: cannot verify: {e}");
-                    std::process::exit(2);
-                }
+        AuditCommand::Verify { key, against_db } => {
+            let broken = verify(&manifest, &trails, key.as_deref(), against_db).await?;
+            if broken {
+                std::process::exit(1);
             }
+            Ok(())
         }
         AuditCommand::Export {
             since,
@@ -133,12 +109,12 @@ pub(super) fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
                 risk: risk.map(|r| r.as_str().to_string()),
             };
             let stdout = std::io::stdout();
-            audit::export::export(state_dir, &filter, format, &mut stdout.lock())?;
+            audit::export::export(&trails, &filter, format, &mut stdout.lock())?;
             Ok(())
         }
         AuditCommand::Tail { lines, follow } => {
             let stdout = std::io::stdout();
-            audit::export::tail(state_dir, lines, follow, &mut stdout.lock())?;
+            audit::export::tail(&trails, lines, follow, &mut stdout.lock())?;
             Ok(())
         }
         AuditCommand::Key => {
@@ -153,4 +129,131 @@ pub(super) fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Verifies each trail and prints what it found; returns whether any is
+/// broken. A trail that cannot be read at all exits 2.
+async fn verify(
+    manifest: &Manifest,
+    trails: &[PathBuf],
+    key: Option<&str>,
+    against_db: bool,
+) -> anyhow::Result<bool> {
+    if key.is_some() && trails.len() > 1 {
+        bail!(
+            "--key checks one trail; each replica signs with its own key, so give one --trail with it"
+        );
+    }
+    let database = if against_db {
+        Some(database_checkpoints(manifest).await?)
+    } else {
+        None
+    };
+    let mut broken = false;
+    let mut seen = Vec::new();
+    for dir in trails {
+        let public = match key {
+            Some(text) => {
+                audit::key::parse_public(text).map_err(|e| anyhow::anyhow!("--key: {e}"))?
+            }
+            None => audit::key::load(&audit::key::key_path(dir))?.verifying_key(),
+        };
+        // The replica that wrote the trail names itself in its records; an
+        // empty trail of this host's own state_dir is this replica's.
+        let replica = audit::export::replica_of(dir)?
+            .or_else(|| (*dir == manifest.state_dir).then(|| manifest.replica.clone()));
+        let elsewhere: Vec<String> = match (&database, &replica) {
+            (Some(rows), Some(name)) => rows
+                .iter()
+                .filter(|row| &row.replica == name)
+                .map(|row| row.line.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
+        if let Some(name) = &replica {
+            seen.push(name.clone());
+        }
+        if trails.len() > 1 {
+            println!(
+                "trail {} (replica {}):",
+                dir.display(),
+                replica.as_deref().unwrap_or("unnamed")
+            );
+        }
+        match audit::verify::verify(dir, &public, &elsewhere) {
+            Ok(Ok(verified)) => {
+                print_verified(manifest, &verified);
+                if database.is_some() {
+                    match &replica {
+                        Some(name) => println!(
+                            "database: {} checkpoint(s) of replica {name}, all signed by this key and holding",
+                            elsewhere.len()
+                        ),
+                        None => println!(
+                            "database: the trail names no replica, so none of the database's checkpoints were compared"
+                        ),
+                    }
+                }
+            }
+            Ok(Err(failure)) => {
+                println!("BROKEN: {failure}");
+                broken = true;
+            }
+            Err(e) => {
+                eprintln!("toolhost: cannot verify {}: {e}", dir.display());
+                std::process::exit(2);
+            }
+        }
+    }
+    if let Some(rows) = &database {
+        let mut others: Vec<&CheckpointRow> = Vec::new();
+        for row in rows {
+            if !seen.contains(&row.replica) {
+                others.retain(|o| o.replica != row.replica);
+                others.push(row);
+            }
+        }
+        for row in others {
+            println!(
+                "note: the database holds checkpoints of replica {} through seq {}; its trail was not given (--trail DIR)",
+                row.replica, row.seq
+            );
+        }
+    }
+    Ok(broken)
+}
+
+fn print_verified(manifest: &Manifest, verified: &audit::verify::Verified) {
+    println!(
+        "OK: {} records in {} segment(s), {} checkpoint(s); head {} (seq {})",
+        verified.records, verified.segments, verified.checkpoints, verified.head, verified.records
+    );
+    if let Some(at) = &verified.last_signed_at {
+        println!(
+            "newest checkpoint: seq {} signed at {at}",
+            verified.signed_through
+        );
+    }
+    let unsigned = verified.records - verified.signed_through;
+    if unsigned > 0 {
+        println!(
+            "note: the last {unsigned} record(s) are chained but not yet under a signed checkpoint (a serving host signs every {} s and at stop)",
+            manifest.audit.checkpoint_every.as_secs()
+        );
+    }
+    if let Some((segment, bytes)) = &verified.torn_tail {
+        println!(
+            "note: {segment} ends in a half-written record ({bytes} bytes, a crash mid-write); the next host start saves and cuts it and records the repair"
+        );
+    }
+}
+
+/// Every checkpoint the replicas copied to the shared database.
+async fn database_checkpoints(manifest: &Manifest) -> anyhow::Result<Vec<CheckpointRow>> {
+    let Backend::Postgres(postgres) = open_backend(manifest).await? else {
+        bail!(
+            "--against-db needs the shared database: host.store = \"postgres\" (or TOOLHOST_STORE=postgres)"
+        );
+    };
+    Ok(postgres.checkpoints().await?)
 }

@@ -2,16 +2,19 @@
 //! client, through the same host a serving process loads.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::bail;
 use clap::Args;
 
 use super::serve::load_host;
-use super::{open_trail, task_of_token};
+use super::{open_store, open_trail, task_of_token};
+use crate::audit::store::AuditedStore;
 use crate::audit::{Audit, Event};
 use crate::manifest::Manifest;
 use crate::redact::LogRedaction;
 use crate::session::{Session, Transport};
+use crate::store::Store;
 use crate::text;
 
 #[derive(Args)]
@@ -76,7 +79,11 @@ async fn call_recorded(
     logs: &LogRedaction,
     arguments: serde_json::Map<String, serde_json::Value>,
 ) -> anyhow::Result<(String, bool)> {
-    let host = load_host(manifest, audit, logs).await?;
+    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(
+        open_store(manifest).await?,
+        audit.clone(),
+    ));
+    let host = load_host(manifest, store, audit, logs).await?;
     if host.catalog.tool(&args.tool).is_none() {
         if let Some((plugin, _)) = manifest.tool(&args.tool)
             && let Some(refusal) = host

@@ -118,7 +118,7 @@ pub async fn run(cli: Cli, logs: LogRedaction) -> anyhow::Result<()> {
         Command::Task(args) => task::task(args).await,
         Command::Approval(args) => approval::approval(args).await,
         Command::State(args) => state::state(args).await,
-        Command::Audit(args) => audit::audit_command(args),
+        Command::Audit(args) => audit::audit_command(args).await,
         Command::Call(args) => call::call(args, logs).await,
         Command::Lint(args) => lint::lint_command(args).await,
         Command::Plugin(args) => plugin::plugin(args).await,
@@ -133,14 +133,43 @@ pub const DATABASE_URL_ENV: &str = "TOOLHOST_DATABASE_URL";
 /// The store the manifest chooses: SQLite in `state_dir`, or the PostgreSQL
 /// database shared by the replicas.
 async fn open_store(manifest: &Manifest) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(open_backend(manifest).await?.store())
+}
+
+/// An opened store, by kind: serving needs the PostgreSQL one itself for
+/// what only it does (audit checkpoints, reachability).
+enum Backend {
+    Sqlite(Arc<SqliteStore>),
+    Postgres(Arc<PostgresStore>),
+}
+
+impl Backend {
+    fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Backend::Sqlite(store) => store.clone(),
+            Backend::Postgres(store) => store.clone(),
+        }
+    }
+
+    fn postgres(&self) -> Option<&Arc<PostgresStore>> {
+        match self {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(store) => Some(store),
+        }
+    }
+}
+
+async fn open_backend(manifest: &Manifest) -> anyhow::Result<Backend> {
     match manifest.store.kind {
-        StoreKind::Sqlite => Ok(Arc::new(SqliteStore::open(&manifest.state_dir)?)),
+        StoreKind::Sqlite => Ok(Backend::Sqlite(Arc::new(SqliteStore::open(
+            &manifest.state_dir,
+        )?))),
         StoreKind::Postgres => {
             let url = database_url(manifest)?;
             let store = PostgresStore::connect(&url, PoolSettings::default())
                 .await
                 .context("cannot open the PostgreSQL store")?;
-            Ok(Arc::new(store))
+            Ok(Backend::Postgres(Arc::new(store)))
         }
     }
 }
@@ -190,6 +219,7 @@ fn open_trail(manifest: &Manifest) -> anyhow::Result<Trail> {
         &manifest.state_dir,
         TrailOptions {
             segment_bytes: manifest.audit.segment_bytes,
+            replica: Some(manifest.replica.clone()),
         },
     )
     .context("the audit trail cannot be written, so nothing is done; check state_dir/audit and run `toolhost audit verify`")

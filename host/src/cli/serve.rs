@@ -4,13 +4,15 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::{cached_sandbox, open_store, open_trail, task_of_token};
+use super::{cached_sandbox, open_backend, open_trail, task_of_token};
 use crate::audit::store::AuditedStore;
+use crate::audit::trail::SignedCheckpoint;
 use crate::audit::{Audit, Event, ToolTextSha256};
 use crate::catalog;
 use crate::dispatch::Toolhost;
@@ -22,7 +24,8 @@ use crate::mcp::{McpCatalog, stdio};
 use crate::operator;
 use crate::operator::admin::{AdminServer, AdminToken};
 use crate::redact::LogRedaction;
-use crate::store::Store;
+use crate::store::postgres::{CheckpointRow, PostgresStore};
+use crate::store::{self, Store};
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "http"])))]
@@ -106,8 +109,26 @@ fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
 
 pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
+    let backend = open_backend(&manifest).await?;
     // The host does not serve unrecorded: no trail, no start.
-    let audit = Audit::start(open_trail(&manifest)?, manifest.audit.checkpoint_every);
+    let mut trail = open_trail(&manifest)?;
+    // With a shared database, every checkpoint also goes there: a trail cut
+    // back on this replica's disk cannot take that copy with it.
+    let checkpoints = backend.postgres().map(|postgres| {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        trail.on_checkpoint(Box::new(move |checkpoint| {
+            let _ = sender.send(checkpoint.clone());
+        }));
+        tokio::spawn(mirror_checkpoints(
+            postgres.clone(),
+            manifest.replica.clone(),
+            receiver,
+        ))
+    });
+    let audit = Audit::start(trail, manifest.audit.checkpoint_every);
+    if let Some(postgres) = backend.postgres() {
+        tokio::spawn(record_reachability(postgres.clone(), audit.clone()));
+    }
     audit.record(Event::HostStarted {
         version: env!("CARGO_PKG_VERSION").to_string(),
         pid: std::process::id(),
@@ -115,7 +136,8 @@ pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result
         manifest: manifest.path.display().to_string(),
         manifest_sha256: manifest.digest.to_string(),
     });
-    let served = serve_recorded(args, manifest, audit.clone(), logs).await;
+    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(backend.store(), audit.clone()));
+    let served = serve_recorded(args, manifest, audit.clone(), store, logs).await;
     let reason = match &served {
         Ok(()) => "stopped".to_string(),
         Err(e) => format!("{e:#}"),
@@ -127,19 +149,69 @@ pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result
     if let Err(e) = stopped {
         tracing::error!("the audit trail was not closed cleanly: {e}");
     }
+    // The writer is gone, and with it the hook's sender: the mirror ends
+    // once it has copied the final checkpoint, or gives up.
+    if let Some(mirror) = checkpoints
+        && tokio::time::timeout(Duration::from_secs(5), mirror)
+            .await
+            .is_err()
+    {
+        tracing::warn!("the final audit checkpoint was not copied to the database in time");
+    }
     served
+}
+
+/// Copies each signed checkpoint of this replica's trail to the database,
+/// in order, retrying while the database is away.
+async fn mirror_checkpoints(
+    postgres: Arc<PostgresStore>,
+    replica: String,
+    mut receiver: tokio::sync::mpsc::UnboundedReceiver<SignedCheckpoint>,
+) {
+    while let Some(checkpoint) = receiver.recv().await {
+        let row = CheckpointRow {
+            replica: replica.clone(),
+            seq: checkpoint.seq,
+            head: checkpoint.head,
+            line: checkpoint.line,
+            key_id: checkpoint.key_id,
+            recorded_at: store::now(),
+        };
+        let mut wait = Duration::from_millis(200);
+        while let Err(e) = postgres.record_checkpoint(&row).await {
+            tracing::debug!(
+                seq = row.seq,
+                "audit checkpoint not yet in the database: {e}"
+            );
+            // At stop, a closed channel with this one still unsent: the
+            // caller's timeout bounds the wait.
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(5));
+        }
+    }
+}
+
+/// Records in the trail each time the database is lost and found again.
+async fn record_reachability(postgres: Arc<PostgresStore>, audit: Audit) {
+    let mut reachable = postgres.reachability();
+    while reachable.changed().await.is_ok() {
+        let event = match &*reachable.borrow_and_update() {
+            Ok(()) => Event::DatabaseReachable {},
+            Err(detail) => Event::DatabaseUnreachable {
+                detail: detail.clone(),
+            },
+        };
+        audit.record(event);
+    }
 }
 
 async fn serve_recorded(
     args: ServeArgs,
     manifest: Manifest,
     audit: Audit,
+    store: Arc<dyn Store>,
     logs: LogRedaction,
 ) -> anyhow::Result<()> {
-    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(
-        open_store(&manifest).await?,
-        audit.clone(),
-    ));
     let task = stdio_task(&args, &manifest, &*store).await?;
     let admin_token = match args.admin {
         Some(addr) if !addr.ip().is_loopback() => bail!(
@@ -161,7 +233,7 @@ async fn serve_recorded(
             dir.display()
         );
     }
-    let host = Arc::new(load_host(&manifest, &audit, &logs).await?);
+    let host = Arc::new(load_host(&manifest, store.clone(), &audit, &logs).await?);
     let catalog = &host.catalog;
     if args.strict && !catalog.refusals.is_empty() {
         bail!(
@@ -323,13 +395,10 @@ async fn stdio_task(
 /// vetted catalog: everything a call needs.
 pub(super) async fn load_host(
     manifest: &Manifest,
+    store: Arc<dyn Store>,
     audit: &Audit,
     logs: &LogRedaction,
 ) -> anyhow::Result<Toolhost> {
-    let store: Arc<dyn Store> = Arc::new(AuditedStore::new(
-        open_store(manifest).await?,
-        audit.clone(),
-    ));
     let sandbox = cached_sandbox(manifest)?;
     let network = Network::new(manifest, Some(audit.clone()))?;
     // Log lines and records are redacted from here on, before any plugin

@@ -24,7 +24,6 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{
@@ -108,7 +107,7 @@ CREATE TABLE audit_checkpoint (
     replica     TEXT NOT NULL,
     seq         BIGINT NOT NULL,
     head        TEXT NOT NULL,
-    signature   TEXT NOT NULL,
+    line        TEXT NOT NULL,      -- the signed checkpoint, canonical JSON
     key_id      TEXT NOT NULL,
     recorded_at BIGINT NOT NULL,
     PRIMARY KEY (replica, seq)
@@ -148,7 +147,10 @@ pub struct CheckpointRow {
     pub replica: String,
     pub seq: u64,
     pub head: String,
-    pub signature: String,
+    /// The signed checkpoint line as the trail wrote it: `verify` checks
+    /// its signature like the file's.
+    pub line: String,
+    /// `ed25519:<hex>` of the key that signed it.
     pub key_id: String,
     pub recorded_at: i64,
 }
@@ -156,9 +158,9 @@ pub struct CheckpointRow {
 /// The PostgreSQL [`Store`].
 pub struct PostgresStore {
     pool: Pool,
-    /// Whether the last operation found the database unreachable, so that
-    /// losing and regaining it are each logged once.
-    down: Arc<AtomicBool>,
+    /// Whether the last operation reached the database, so that losing and
+    /// regaining it are each logged (and recorded) once.
+    reachable: tokio::sync::watch::Sender<Result<(), String>>,
 }
 
 impl PostgresStore {
@@ -195,7 +197,7 @@ impl PostgresStore {
             .map_err(|e| StoreError::Database(e.to_string()))?;
         let store = PostgresStore {
             pool,
-            down: Arc::new(AtomicBool::new(false)),
+            reachable: tokio::sync::watch::Sender::new(Ok(())),
         };
         store.migrate().await?;
         Ok(store)
@@ -264,7 +266,12 @@ impl PostgresStore {
     async fn client(&self) -> Result<Object, StoreError> {
         match self.pool.get().await {
             Ok(client) => {
-                if self.down.swap(false, Ordering::AcqRel) {
+                let regained = self.reachable.send_if_modified(|state| {
+                    let was_down = state.is_err();
+                    *state = Ok(());
+                    was_down
+                });
+                if regained {
                     tracing::warn!("the database is reachable again");
                 }
                 Ok(client)
@@ -277,18 +284,31 @@ impl PostgresStore {
         }
     }
 
-    /// Classifies a driver error: a server's answer (a constraint, a bad
-    /// statement) is a database error; anything else means the connection
-    /// is gone.
+    /// Classifies a driver error. A server that shuts the connection down
+    /// (SQLSTATE class 57: an administrator, a restart, a crash), reports a
+    /// connection failure (08) or lacks resources (53, e.g. too many
+    /// connections), or no answer at all, means the database is not there
+    /// for now: retryable. Any other answer (a constraint, a bad statement)
+    /// is a database error.
     fn failed(&self, e: tokio_postgres::Error) -> StoreError {
         match e.as_db_error() {
-            Some(db) => StoreError::Database(format!("{}: {}", db.code().code(), db.message())),
+            Some(db) if !matches!(&db.code().code()[..2], "57" | "08" | "53") => {
+                StoreError::Database(format!("{}: {}", db.code().code(), db.message()))
+            }
+            Some(db) => self.unreachable(format!("{}: {}", db.code().code(), db.message())),
             None => self.unreachable(e.to_string()),
         }
     }
 
     fn unreachable(&self, detail: String) -> StoreError {
-        if !self.down.swap(true, Ordering::AcqRel) {
+        let lost = self.reachable.send_if_modified(|state| {
+            let was_up = state.is_ok();
+            if was_up {
+                *state = Err(detail.clone());
+            }
+            was_up
+        });
+        if lost {
             tracing::error!("the database cannot be reached: {detail}");
         }
         StoreError::Unavailable(detail)
@@ -305,13 +325,13 @@ impl PostgresStore {
         let seq = i64::try_from(row.seq).unwrap_or(i64::MAX);
         client
             .execute(
-                "INSERT INTO audit_checkpoint (replica, seq, head, signature, key_id, recorded_at)
+                "INSERT INTO audit_checkpoint (replica, seq, head, line, key_id, recorded_at)
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (replica, seq) DO NOTHING",
                 &[
                     &row.replica,
                     &seq,
                     &row.head,
-                    &row.signature,
+                    &row.line,
                     &row.key_id,
                     &row.recorded_at,
                 ],
@@ -321,13 +341,13 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// The newest checkpoint the database holds for each replica.
-    pub async fn latest_checkpoints(&self) -> Result<Vec<CheckpointRow>, StoreError> {
+    /// Every checkpoint the database holds, by replica and seq.
+    pub async fn checkpoints(&self) -> Result<Vec<CheckpointRow>, StoreError> {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT DISTINCT ON (replica) replica, seq, head, signature, key_id, recorded_at
-                 FROM audit_checkpoint ORDER BY replica, seq DESC",
+                "SELECT replica, seq, head, line, key_id, recorded_at
+                 FROM audit_checkpoint ORDER BY replica, seq",
                 &[],
             )
             .await
@@ -338,11 +358,17 @@ impl PostgresStore {
                 replica: r.get(0),
                 seq: r.get::<_, i64>(1).max(0) as u64,
                 head: r.get(2),
-                signature: r.get(3),
+                line: r.get(3),
                 key_id: r.get(4),
                 recorded_at: r.get(5),
             })
             .collect())
+    }
+
+    /// Whether the database answers: `Ok` or why not. Changes each time
+    /// it is lost or found again.
+    pub fn reachability(&self) -> tokio::sync::watch::Receiver<Result<(), String>> {
+        self.reachable.subscribe()
     }
 }
 

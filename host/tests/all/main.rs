@@ -15,6 +15,8 @@ mod hostile;
 mod kit;
 mod lint;
 mod network;
+#[path = "../../benches/common/postgres.rs"]
+mod pg_server;
 mod poisoning;
 mod policy;
 mod postgres;

@@ -463,3 +463,125 @@ async fn the_database_is_configured_outside_the_manifest_and_its_schema_is_check
         "{stderr}"
     );
 }
+
+/// Checkpoints every second, so a test sees several.
+fn notes_manifest_checkpointing() -> TestManifest {
+    let m = notes_manifest();
+    let text = std::fs::read_to_string(&m.path).unwrap();
+    std::fs::write(
+        &m.path,
+        format!("[host]\naudit_checkpoint_secs = 1\n\n{text}"),
+    )
+    .unwrap();
+    m
+}
+
+fn audit(m: &TestManifest, pg: &Postgres, args: &[&str]) -> std::process::Output {
+    let mut full = vec!["audit"];
+    full.extend(args);
+    cli_on(m, pg, &full)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_replica_keeps_its_own_trail_and_the_database_shows_one_cut_back() {
+    let pg = Postgres::start();
+    let m = notes_manifest_checkpointing();
+    let task = open_task_on(&m, &pg, &[SAVE], &[]);
+    let mut a = Replica::start(&m, &pg, "replica-a");
+    let b = Replica::start(&m, &pg, "replica-b");
+    let on_a = connect_with(a.url(), Some(&task.token), ()).await.unwrap();
+    let on_b = connect_with(b.url(), Some(&task.token), ()).await.unwrap();
+    ok(&on_a, SAVE, note("early", "x")).await;
+    ok(&on_b, SAVE, note("from-b", "x")).await;
+    // A checkpoint of the early records, then more records and another.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let trail_a = a.state_dir.join("audit");
+    let segment = trail_a.join("segment-000001.jsonl");
+    let early_len = std::fs::metadata(&segment).unwrap().len();
+    let early_checkpoints = std::fs::read_to_string(trail_a.join("checkpoints.jsonl")).unwrap();
+    ok(&on_a, SAVE, note("late", "x")).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let stored = pg
+        .query("SELECT replica || ':' || seq FROM audit_checkpoint ORDER BY replica, seq")
+        .await;
+    assert!(
+        stored.iter().any(|r| r.starts_with("replica-a:"))
+            && stored.iter().any(|r| r.starts_with("replica-b:")),
+        "{stored:?}"
+    );
+    a.host.child.kill().unwrap();
+    a.host.child.wait().unwrap();
+
+    // Both trails, merged by time, each record naming its replica.
+    let (dir_a, dir_b) = (
+        a.state_dir.display().to_string(),
+        b.state_dir.display().to_string(),
+    );
+    let out = audit(&m, &pg, &["export", "--trail", &dir_a, "--trail", &dir_b]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let times: Vec<&str> = records
+        .iter()
+        .map(|r| r["time"].as_str().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "merged by time");
+    for name in ["replica-a", "replica-b"] {
+        assert!(
+            records
+                .iter()
+                .any(|r| r["replica"] == name && r["event"] == "tool_call")
+        );
+    }
+    assert!(
+        records.iter().all(|r| r["replica"].is_string()),
+        "every record names its replica"
+    );
+
+    let verified = audit(
+        &m,
+        &pg,
+        &[
+            "verify",
+            "--against-db",
+            "--trail",
+            &dir_a,
+            "--trail",
+            &dir_b,
+        ],
+    );
+    let text = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{text}");
+    assert_eq!(text.matches("OK:").count(), 2, "{text}");
+
+    // Someone with replica A's disk rolls its trail back, checkpoints and
+    // all: on its own the trail still verifies...
+    let bytes = std::fs::read(&segment).unwrap();
+    std::fs::write(&segment, &bytes[..early_len as usize]).unwrap();
+    std::fs::write(trail_a.join("checkpoints.jsonl"), &early_checkpoints).unwrap();
+    let alone = audit(&m, &pg, &["verify", "--trail", &dir_a]);
+    assert!(
+        alone.status.success(),
+        "{}",
+        String::from_utf8_lossy(&alone.stdout)
+    );
+    // ... but not against the copies in the database.
+    let against = audit(&m, &pg, &["verify", "--against-db", "--trail", &dir_a]);
+    let text = String::from_utf8_lossy(&against.stdout);
+    assert_eq!(against.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("BROKEN") && text.contains("database") && text.contains("cut off the end"),
+        "{text}"
+    );
+    assert!(
+        text.contains("replica-b"),
+        "the other replica is named: {text}"
+    );
+}

@@ -167,3 +167,77 @@ async fn state_is_scoped_and_bounded(store: &dyn Store) {
         Err(StateError::InvalidKey)
     ));
 }
+
+/// A connection to the test server that holds `task`'s row lock until
+/// dropped (its transaction never commits).
+async fn lock_task_row(pg: &Postgres, task: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM task WHERE id = '{task}' FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_pool_answers_busy_after_its_wait_and_a_cut_connection_charges_nothing() {
+    let pg = Postgres::start();
+    let settings = PoolSettings {
+        max_connections: 1,
+        wait: Duration::from_millis(300),
+        ..PoolSettings::default()
+    };
+    let store = std::sync::Arc::new(PostgresStore::connect(&pg.url(), settings).await.unwrap());
+    let (task, _) = store.open_task(new_task(None, None)).await.unwrap();
+
+    // The one connection waits on a row another transaction holds...
+    let holder = lock_task_row(&pg, &task.id).await;
+    let waiting = {
+        let (store, id) = (store.clone(), task.id.clone());
+        tokio::spawn(async move { store.charge(&id, "x_y_get", Charge::Read).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // ... so the next operation waits for the pool's wait time, then `busy`.
+    let began = std::time::Instant::now();
+    let busy = store.state_get("p", "k").await;
+    assert!(
+        matches!(&busy, Err(StateError::Unavailable(e)) if e.contains("busy")),
+        "{busy:?}"
+    );
+    assert!(began.elapsed() >= Duration::from_millis(250));
+    assert!(began.elapsed() < Duration::from_secs(3));
+
+    // The waiting charge's connection is cut mid-transaction: it fails,
+    // and nothing was charged.
+    let victims = pg
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = 'toolhost' AND wait_event_type = 'Lock'",
+        )
+        .await;
+    assert_eq!(victims, ["t"], "one charge was waiting on the lock");
+    let cut = waiting.await.unwrap();
+    assert!(
+        matches!(cut, Err(toolhost::store::StoreError::Unavailable(_))),
+        "{cut:?}"
+    );
+    drop(holder);
+    let used = pg
+        .query(&format!(
+            "SELECT calls_used FROM task WHERE id = '{}'",
+            task.id
+        ))
+        .await;
+    assert_eq!(used, ["0"]);
+    // The pool replaces the dead connection by itself.
+    let charged = store
+        .charge(&task.id, "x_y_get", Charge::Read)
+        .await
+        .unwrap();
+    assert_eq!(charged.unwrap().task.calls_used, 1);
+}
