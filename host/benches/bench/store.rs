@@ -1,7 +1,8 @@
 //! The store under load: task-bound read calls over Streamable HTTP (16
-//! sessions each; every call is one check-and-charge transaction) on SQLite
-//! and on PostgreSQL, with one replica and with three, against unbound
-//! calls of the same host; then unbound reads while the database is
+//! sessions per host, each session an agent with its own task; every call
+//! is one check-and-charge transaction) on SQLite and on PostgreSQL, with
+//! one replica and with three, against unbound calls of the same host, and
+//! once with all sessions on one task; then unbound reads while the database is
 //! stopped, against the same reads with it up. Every figure is a ratio
 //! against its baseline in this run; server CPU is the hosts' own (the
 //! PostgreSQL server's is not counted).
@@ -32,9 +33,9 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
 
     // SQLite: unbound, then bound to a task, on one host.
     let sqlite = HttpHost::start_with_env(&bench.binary, &manifest, &crate::ENV);
-    let token = open_task(bench, &manifest, &[]);
-    let unbound = measure(&runtime, &[&sqlite], None, calls);
-    let bound_sqlite = measure(&runtime, &[&sqlite], Some(&token), calls);
+    let tokens = open_tasks(bench, &manifest, &[], 3 * SESSIONS);
+    let unbound = measure(&runtime, &[&sqlite], &[], calls);
+    let bound_sqlite = measure(&runtime, &[&sqlite], &tokens, calls);
     drop(sqlite);
     figures.push(unbound.figure("unbound reads, SQLite host, 16 sessions"));
     let ratio = bound_sqlite.cpu_per_call().as_secs_f64() / unbound.cpu_per_call().as_secs_f64();
@@ -62,19 +63,26 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
         HttpHost::start_with_env(&bench.binary, &manifest, &env)
     };
     let one = replica(1);
-    let token = open_task(
+    let tokens = open_tasks(
         bench,
         &manifest,
         &pg.env(&scratch.join("operator"), "operator"),
+        3 * SESSIONS,
     );
-    let bound_pg = measure(&runtime, &[&one], Some(&token), calls);
+    let bound_pg = measure(&runtime, &[&one], &tokens, calls);
     let ratio = bound_pg.cpu_per_call().as_secs_f64() / bound_sqlite.cpu_per_call().as_secs_f64();
     let rate_ratio = bound_pg.rate() / bound_sqlite.rate();
     figures.push(bound_pg.figure(format!(
         "task-bound reads, PostgreSQL, 1 replica × 16 sessions (CPU {ratio:.2}×, calls/s {rate_ratio:.2}× SQLite)"
     )));
+    // Every session on one task: its charges queue on the task's row lock.
+    let shared = measure(&runtime, &[&one], &tokens[..1], calls);
+    let rate_ratio = shared.rate() / bound_pg.rate();
+    figures.push(shared.figure(format!(
+        "the same, all 16 sessions on one task (calls/s {rate_ratio:.2}× a task each)"
+    )));
     let (two, three) = (replica(2), replica(3));
-    let all = measure(&runtime, &[&one, &two, &three], Some(&token), calls);
+    let all = measure(&runtime, &[&one, &two, &three], &tokens, calls);
     let rate_ratio = all.rate() / bound_pg.rate();
     figures.push(all.figure(format!(
         "task-bound reads, PostgreSQL, 3 replicas × 16 sessions (calls/s {rate_ratio:.2}× 1 replica; 2 cores shared by all)"
@@ -82,9 +90,9 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
     drop((two, three));
 
     // Unbound reads need no database: stopping it changes nothing.
-    let up = measure(&runtime, &[&one], None, calls);
+    let up = measure(&runtime, &[&one], &[], calls);
     pg.stop();
-    let down = measure(&runtime, &[&one], None, calls);
+    let down = measure(&runtime, &[&one], &[], calls);
     pg.resume();
     drop(one);
     let ratio = down.rate() / up.rate();
@@ -101,8 +109,20 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
     figures
 }
 
-/// Opens a task granting nothing (read calls need no grant, but a bound
-/// call is charged) on the store `env` names, and returns its token.
+/// Opens `count` tasks on the store `env` names and returns their tokens.
+fn open_tasks(
+    bench: &Bench,
+    manifest: &std::path::Path,
+    env: &[(String, String)],
+    count: usize,
+) -> Vec<String> {
+    (0..count)
+        .map(|_| open_task(bench, manifest, env))
+        .collect()
+}
+
+/// Opens a task (read calls need no grant, but a bound call is charged)
+/// on the store `env` names, and returns its token.
 fn open_task(bench: &Bench, manifest: &std::path::Path, env: &[(String, String)]) -> String {
     let out = std::process::Command::new(&bench.binary)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -153,12 +173,13 @@ impl Measured {
     }
 }
 
-/// `SESSIONS` session clients per host, bound to `token`'s task if given,
-/// calling until `total` calls are done between them.
+/// `SESSIONS` session clients per host, each bound to the next of
+/// `tokens` in turn (none: unbound), calling until `total` calls are done
+/// between them.
 fn measure(
     runtime: &tokio::runtime::Runtime,
     hosts: &[&HttpHost],
-    token: Option<&str>,
+    tokens: &[String],
     total: usize,
 ) -> Measured {
     let call = Arc::new(Call::new(TOOL, json!({ "key": "T-1041" })));
@@ -166,8 +187,10 @@ fn measure(
     let cpu = |pids: &[u32]| pids.iter().map(|&p| cpu_time(p)).sum::<Duration>();
     runtime.block_on(async {
         let mut clients = Vec::new();
-        for host in hosts {
-            for _ in 0..SESSIONS {
+        for (h, host) in hosts.iter().enumerate() {
+            for s in 0..SESSIONS {
+                let token = (!tokens.is_empty())
+                    .then(|| tokens[(h * SESSIONS + s) % tokens.len()].as_str());
                 let mut client = HttpClient::connect(&host.url, Era::Sessions, token).await;
                 client.call(&call, true).await;
                 clients.push(client);

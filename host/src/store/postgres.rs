@@ -92,7 +92,7 @@ CREATE INDEX approval_by_state ON approval(state, expires_at);
 CREATE TABLE plugin_state (
     plugin TEXT NOT NULL,
     key    TEXT NOT NULL,
-    value  TEXT NOT NULL,
+    value  BYTEA NOT NULL,            -- UTF-8; TEXT cannot hold a NUL
     PRIMARY KEY (plugin, key)
 );
 -- Bytes of keys and values per plugin, kept with every write; its row is
@@ -388,6 +388,8 @@ fn tls_config() -> tokio_rustls::rustls::ClientConfig {
 
 const TASK_COLUMNS: &str = "id, purpose, opened_by, opened_at, expires_at, grants, pre_approved, \
      max_calls, writes_per_hour, calls_used, revoked_at, revoked_by, ad_hoc, operator_approval";
+/// How many columns [`TASK_COLUMNS`] names.
+const TASK_COLUMN_COUNT: usize = 14;
 
 fn task_from_row(row: &Row) -> Result<Task, StoreError> {
     let list = |i: usize| -> Result<Vec<String>, StoreError> {
@@ -667,8 +669,11 @@ impl Store for PostgresStore {
             return Ok(None);
         };
         let client = self.client().await?;
+        // One round trip: every HTTP request with a token asks this.
         let statement = client
-            .prepare_cached("SELECT id, token_sha256 FROM task WHERE token_id = $1")
+            .prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS}, token_sha256 FROM task WHERE token_id = $1"
+            ))
             .await
             .map_err(|e| self.failed(e))?;
         let Some(row) = client
@@ -678,11 +683,11 @@ impl Store for PostgresStore {
         else {
             return Ok(None);
         };
-        let (task_id, stored): (String, Vec<u8>) = (row.get(0), row.get(1));
+        let stored: Vec<u8> = row.get(TASK_COLUMN_COUNT);
         if !token::matches(secret, &stored) {
             return Ok(None);
         }
-        load_task(self, &client, &task_id, false).await
+        task_from_row(&row).map(Some)
     }
 
     async fn charge(
@@ -766,13 +771,12 @@ impl Store for PostgresStore {
             approval = Some(used.get(0));
         }
         let spend = tx
-            .prepare_cached("UPDATE task SET calls_used = calls_used + 1 WHERE id = $1")
+            .prepare_cached(&format!(
+                "UPDATE task SET calls_used = calls_used + 1 WHERE id = $1 RETURNING {TASK_COLUMNS}"
+            ))
             .await
             .map_err(fail)?;
-        tx.execute(&spend, &[&task_id]).await.map_err(fail)?;
-        let task = load_task(self, &tx, task_id, false)
-            .await?
-            .ok_or_else(|| StoreError::NoTask(task_id.into()))?;
+        let task = task_from_row(&tx.query_one(&spend, &[&task_id]).await.map_err(fail)?)?;
         tx.commit().await.map_err(fail)?;
         Ok(Ok(Charged { task, approval }))
     }
@@ -942,11 +946,12 @@ impl Store for PostgresStore {
             .prepare_cached("SELECT value FROM plugin_state WHERE plugin = $1 AND key = $2")
             .await
             .map_err(|e| self.state_failed(e))?;
-        Ok(client
+        client
             .query_opt(&statement, &[&plugin, &key])
             .await
             .map_err(|e| self.state_failed(e))?
-            .map(|r| r.get(0)))
+            .map(|r| utf8(r.get(0)))
+            .transpose()
     }
 
     async fn state_set(
@@ -1100,7 +1105,8 @@ impl PostgresStore {
             )
             .await
             .map_err(fail)?
-            .map(|r| r.get(0));
+            .map(|r| utf8(r.get(0)))
+            .transpose()?;
         if let Some(expected) = expected
             && expected != current.as_deref()
         {
@@ -1114,7 +1120,7 @@ impl PostgresStore {
         tx.execute(
             "INSERT INTO plugin_state (plugin, key, value) VALUES ($1, $2, $3)
              ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value",
-            &[&plugin, &key, &value],
+            &[&plugin, &key, &value.as_bytes()],
         )
         .await
         .map_err(fail)?;
@@ -1129,6 +1135,24 @@ impl PostgresStore {
     }
 }
 
+/// A stored value: the host wrote it from a string, so it is UTF-8 unless
+/// the database was edited by hand.
+fn utf8(bytes: Vec<u8>) -> Result<String, StateError> {
+    String::from_utf8(bytes)
+        .map_err(|_| StateError::Unavailable("a stored value is not UTF-8".into()))
+}
+
 fn state_unavailable(e: StoreError) -> StateError {
     StateError::Unavailable(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_column_count_matches_the_columns() {
+        assert_eq!(
+            super::TASK_COLUMNS.split(',').count(),
+            super::TASK_COLUMN_COUNT
+        );
+    }
 }

@@ -118,6 +118,13 @@ async fn budget_and_write_rate_are_charged_exactly(store: &dyn Store) {
 }
 
 async fn state_is_scoped_and_bounded(store: &dyn Store) {
+    // Any string a plugin hands over comes back the same, NUL included.
+    store.state_set("a", "nul", "x\u{0}y é", 100).await.unwrap();
+    assert_eq!(
+        store.state_get("a", "nul").await.unwrap().as_deref(),
+        Some("x\u{0}y é")
+    );
+    assert!(store.state_delete("a", "nul").await.unwrap());
     store.state_set("a", "k", "v1", 100).await.unwrap();
     assert_eq!(store.state_get("b", "k").await.unwrap(), None);
     assert_eq!(
