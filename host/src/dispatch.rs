@@ -419,16 +419,15 @@ impl Toolhost {
         binding: &str,
         arguments: &Value,
     ) -> Denial {
-        let store_failed = store_denial;
         match self.store.take_denial(task, binding).await {
             Ok(Some(denied)) => return Denial::ApprovalDenied(Box::new(denied)),
             Ok(None) => {}
-            Err(e) => return store_failed(e),
+            Err(e) => return store_denial(e),
         }
         let task_record = match self.store.task(task).await {
             Ok(Some(record)) => record,
-            Ok(None) => return store_failed(StoreError::NoTask(task.into())),
-            Err(e) => return store_failed(e),
+            Ok(None) => return store_denial(StoreError::NoTask(task.into())),
+            Err(e) => return store_denial(e),
         };
         let empty = Map::new();
         let summary = policy::approval_summary(
@@ -451,7 +450,7 @@ impl Toolhost {
         match self.store.request_approval(request).await {
             Ok(approval) => Denial::ApprovalRequired(Box::new(approval)),
             Err(StoreError::TooManyPending(_, waiting)) => Denial::TooManyPending(waiting),
-            Err(e) => store_failed(e),
+            Err(e) => store_denial(e),
         }
     }
 

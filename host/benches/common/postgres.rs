@@ -75,6 +75,79 @@ impl Postgres {
             .arg(data.join("log")));
     }
 
+    /// Restarts the server with TLS on, its certificate (for `localhost`
+    /// and 127.0.0.1) issued by a fresh CA; returns the CA's PEM file.
+    pub fn enable_tls(&self) -> PathBuf {
+        let data = self.data();
+        let tls = self.dir.path().join("tls");
+        std::fs::create_dir_all(&tls).unwrap();
+        let openssl = |args: &[&str]| {
+            run(Command::new("openssl").current_dir(&tls).args(args));
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=toolhost test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ]);
+        std::fs::write(
+            tls.join("san.ext"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+            "-out",
+            "server.pem",
+        ]);
+        for file in ["server.pem", "server.key"] {
+            std::fs::copy(tls.join(file), data.join(file)).unwrap();
+            if is_root() {
+                run(Command::new("chown").arg("postgres").arg(data.join(file)));
+            }
+            run(Command::new("chmod").arg("600").arg(data.join(file)));
+        }
+        let mut conf = std::fs::read_to_string(data.join("postgresql.conf")).unwrap();
+        conf.push_str("\nssl = on\nssl_cert_file = 'server.pem'\nssl_key_file = 'server.key'\n");
+        std::fs::write(data.join("postgresql.conf"), conf).unwrap();
+        self.stop();
+        self.resume();
+        tls.join("ca.pem")
+    }
+
     /// Runs SQL through the driver the host uses; returns the first column
     /// of every row as text.
     pub async fn query(&self, sql: &str) -> Vec<String> {

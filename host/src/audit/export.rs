@@ -171,6 +171,16 @@ impl TrailCursor {
         })
     }
 
+    /// The first segment after the current one, if there is one.
+    fn next_segment(&self) -> Result<Option<u32>, AuditError> {
+        if self.dir.join(segment_name(self.segment + 1)).exists() {
+            return Ok(Some(self.segment + 1));
+        }
+        Ok(trail::segments(&self.dir)?
+            .into_iter()
+            .find(|&n| n > self.segment))
+    }
+
     /// The next whole record, or `None` at the end of what is written.
     fn next_line(&mut self) -> Result<Option<Line>, AuditError> {
         loop {
@@ -211,16 +221,19 @@ impl TrailCursor {
             // At the end of what is written; a part line is read again,
             // whole, next time.
             self.reader = None;
+            // A later segment means this one is closed. Numbers are
+            // consecutive unless segments were removed; `verify` reports
+            // that, and reading goes on with what is there.
+            let Some(next) = self.next_segment()? else {
+                return Ok(None);
+            };
             if self.draining {
                 // The segment was closed before this read began, so what
                 // it holds is all it will: go on to the next.
                 self.draining = false;
-                self.segment += 1;
+                self.segment = next;
                 self.offset = 0;
                 continue;
-            }
-            if !self.dir.join(segment_name(self.segment + 1)).exists() {
-                return Ok(None);
             }
             // Closed after the read began: read it once more, to its end.
             self.draining = true;

@@ -144,6 +144,20 @@ pub struct Trail {
 }
 
 impl Trail {
+    /// The newest checkpoint in the trail's file, as a hook would have
+    /// been given it; `None` before the first.
+    pub fn newest_checkpoint(&self) -> Option<SignedCheckpoint> {
+        let text = fs::read_to_string(self.dir.join(CHECKPOINTS)).ok()?;
+        let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
+        let value: Value = serde_json::from_str(line).ok()?;
+        Some(SignedCheckpoint {
+            seq: value["seq"].as_u64()?,
+            head: value["head"].as_str()?.to_string(),
+            line: line.to_string(),
+            key_id: key::public_text(&self.key.verifying_key()),
+        })
+    }
+
     /// Calls `hook` with every checkpoint this trail signs from now on.
     pub fn on_checkpoint(&mut self, hook: CheckpointHook) {
         self.on_checkpoint = Some(hook);

@@ -16,9 +16,11 @@ pub struct AuditArgs {
     #[arg(long, default_value = "tools-manifest.toml", global = true)]
     pub manifest: PathBuf,
     /// A replica's state_dir whose trail to read (repeatable); several are
-    /// merged by time. Default: the manifest's state_dir.
-    #[arg(long = "trail", value_name = "DIR", global = true)]
-    pub trails: Vec<PathBuf>,
+    /// merged by time. `NAME=DIR` also says which replica wrote it, which
+    /// `verify --against-db` then holds it to. Default: the manifest's
+    /// state_dir, as replica `host.replica`.
+    #[arg(long = "trail", value_name = "[NAME=]DIR", global = true, value_parser = parse_trail)]
+    pub trails: Vec<TrailArg>,
     #[command(subcommand)]
     pub command: AuditCommand,
 }
@@ -75,14 +77,18 @@ pub enum AuditCommand {
 pub(super) async fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
     let state_dir = &manifest.state_dir;
-    let trails = if args.trails.is_empty() {
-        vec![state_dir.clone()]
+    let named = if args.trails.is_empty() {
+        vec![TrailArg {
+            replica: Some(manifest.replica.clone()),
+            dir: state_dir.clone(),
+        }]
     } else {
         args.trails.clone()
     };
+    let trails: Vec<PathBuf> = named.iter().map(|t| t.dir.clone()).collect();
     match args.command {
         AuditCommand::Verify { key, against_db } => {
-            let broken = verify(&manifest, &trails, key.as_deref(), against_db).await?;
+            let broken = verify(&manifest, &named, key.as_deref(), against_db).await?;
             if broken {
                 std::process::exit(1);
             }
@@ -135,7 +141,7 @@ pub(super) async fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
 /// broken. A trail that cannot be read at all exits 2.
 async fn verify(
     manifest: &Manifest,
-    trails: &[PathBuf],
+    trails: &[TrailArg],
     key: Option<&str>,
     against_db: bool,
 ) -> anyhow::Result<bool> {
@@ -150,29 +156,35 @@ async fn verify(
         None
     };
     let mut broken = false;
-    let mut seen = Vec::new();
-    for dir in trails {
+    let mut compared: Vec<(String, u64)> = Vec::new();
+    for TrailArg {
+        replica: given,
+        dir,
+    } in trails
+    {
         let public = match key {
             Some(text) => {
                 audit::key::parse_public(text).map_err(|e| anyhow::anyhow!("--key: {e}"))?
             }
             None => audit::key::load(&audit::key::key_path(dir))?.verifying_key(),
         };
-        // The replica that wrote the trail names itself in its records; an
-        // empty trail of this host's own state_dir is this replica's.
-        let replica = audit::export::replica_of(dir)?
-            .or_else(|| (*dir == manifest.state_dir).then(|| manifest.replica.clone()));
-        let elsewhere: Vec<String> = match (&database, &replica) {
-            (Some(rows), Some(name)) => rows
-                .iter()
-                .filter(|row| &row.replica == name)
-                .map(|row| row.line.clone())
-                .collect(),
-            _ => Vec::new(),
+        // Which replica wrote the trail: as the operator named it, else as
+        // its records say (which whoever rewrote them also chose).
+        let replica = match given {
+            Some(name) => Some(name.clone()),
+            None => audit::export::replica_of(dir)?,
         };
-        if let Some(name) = &replica {
-            seen.push(name.clone());
-        }
+        // The database's checkpoints of this trail: those filed under its
+        // replica's name, and those signed by its key under any name, so
+        // that neither a renamed nor an emptied trail escapes them.
+        let key_id = audit::key::public_text(&public);
+        let mine: Vec<&CheckpointRow> = database
+            .iter()
+            .flatten()
+            .filter(|row| row.key_id == key_id || replica.as_ref() == Some(&row.replica))
+            .collect();
+        compared.extend(mine.iter().map(|row| (row.replica.clone(), row.seq)));
+        let elsewhere: Vec<String> = mine.iter().map(|row| row.line.clone()).collect();
         if trails.len() > 1 {
             println!(
                 "trail {} (replica {}):",
@@ -184,15 +196,10 @@ async fn verify(
             Ok(Ok(verified)) => {
                 print_verified(manifest, &verified);
                 if database.is_some() {
-                    match &replica {
-                        Some(name) => println!(
-                            "database: {} checkpoint(s) of replica {name}, all signed by this key and holding",
-                            elsewhere.len()
-                        ),
-                        None => println!(
-                            "database: the trail names no replica, so none of the database's checkpoints were compared"
-                        ),
-                    }
+                    println!(
+                        "database: {} checkpoint(s) of this trail, all signed by its key and holding",
+                        elsewhere.len()
+                    );
                 }
             }
             Ok(Err(failure)) => {
@@ -208,15 +215,15 @@ async fn verify(
     if let Some(rows) = &database {
         let mut others: Vec<&CheckpointRow> = Vec::new();
         for row in rows {
-            if !seen.contains(&row.replica) {
+            if !compared.contains(&(row.replica.clone(), row.seq)) {
                 others.retain(|o| o.replica != row.replica);
                 others.push(row);
             }
         }
         for row in others {
             println!(
-                "note: the database holds checkpoints of replica {} through seq {}; its trail was not given (--trail DIR)",
-                row.replica, row.seq
+                "note: the database holds checkpoints of replica {} through seq {}; its trail was not given (--trail {}=DIR)",
+                row.replica, row.seq, row.replica
             );
         }
     }
@@ -250,10 +257,30 @@ fn print_verified(manifest: &Manifest, verified: &audit::verify::Verified) {
 
 /// Every checkpoint the replicas copied to the shared database.
 async fn database_checkpoints(manifest: &Manifest) -> anyhow::Result<Vec<CheckpointRow>> {
-    let Backend::Postgres(postgres) = open_backend(manifest).await? else {
+    let Backend::Postgres(postgres) = open_backend(manifest, false).await? else {
         bail!(
             "--against-db needs the shared database: host.store = \"postgres\" (or TOOLHOST_STORE=postgres)"
         );
     };
     Ok(postgres.checkpoints().await?)
+}
+
+/// One `--trail`: a state_dir, and the replica that wrote it if named.
+#[derive(Debug, Clone)]
+pub struct TrailArg {
+    pub replica: Option<String>,
+    pub dir: PathBuf,
+}
+
+fn parse_trail(text: &str) -> Result<TrailArg, String> {
+    match text.split_once('=') {
+        Some((name, dir)) if !name.is_empty() && !name.contains('/') => Ok(TrailArg {
+            replica: Some(name.to_string()),
+            dir: PathBuf::from(dir),
+        }),
+        _ => Ok(TrailArg {
+            replica: None,
+            dir: PathBuf::from(text),
+        }),
+    }
 }

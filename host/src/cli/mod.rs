@@ -133,7 +133,7 @@ pub const DATABASE_URL_ENV: &str = "TOOLHOST_DATABASE_URL";
 /// The store the manifest chooses: SQLite in `state_dir`, or the PostgreSQL
 /// database shared by the replicas.
 async fn open_store(manifest: &Manifest) -> anyhow::Result<Arc<dyn Store>> {
-    Ok(open_backend(manifest).await?.store())
+    Ok(open_backend(manifest, false).await?.store())
 }
 
 /// An opened store, by kind: serving needs the PostgreSQL one itself for
@@ -159,14 +159,19 @@ impl Backend {
     }
 }
 
-async fn open_backend(manifest: &Manifest) -> anyhow::Result<Backend> {
+/// `upgrade_schema`: only a serving host migrates an older database schema.
+async fn open_backend(manifest: &Manifest, upgrade_schema: bool) -> anyhow::Result<Backend> {
     match manifest.store.kind {
         StoreKind::Sqlite => Ok(Backend::Sqlite(Arc::new(SqliteStore::open(
             &manifest.state_dir,
         )?))),
         StoreKind::Postgres => {
             let url = database_url(manifest)?;
-            let store = PostgresStore::connect(&url, PoolSettings::default())
+            let settings = PoolSettings {
+                upgrade_schema,
+                ..PoolSettings::default()
+            };
+            let store = PostgresStore::connect(&url, settings)
                 .await
                 .context("cannot open the PostgreSQL store")?;
             Ok(Backend::Postgres(Arc::new(store)))

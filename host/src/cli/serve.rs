@@ -25,7 +25,7 @@ use crate::operator;
 use crate::operator::admin::{AdminServer, AdminToken};
 use crate::redact::LogRedaction;
 use crate::store::postgres::{CheckpointRow, PostgresStore};
-use crate::store::{self, Store};
+use crate::store::{self, Store, StoreError};
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "http"])))]
@@ -109,13 +109,18 @@ fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
 
 pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
-    let backend = open_backend(&manifest).await?;
+    let backend = open_backend(&manifest, true).await?;
     // The host does not serve unrecorded: no trail, no start.
     let mut trail = open_trail(&manifest)?;
     // With a shared database, every checkpoint also goes there: a trail cut
     // back on this replica's disk cannot take that copy with it.
     let checkpoints = backend.postgres().map(|postgres| {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        // The newest checkpoint first: one a crash kept from the database
+        // last time gets there now.
+        if let Some(newest) = trail.newest_checkpoint() {
+            let _ = sender.send(newest);
+        }
         trail.on_checkpoint(Box::new(move |checkpoint| {
             let _ = sender.send(checkpoint.clone());
         }));
@@ -178,28 +183,45 @@ async fn mirror_checkpoints(
             recorded_at: store::now(),
         };
         let mut wait = Duration::from_millis(200);
-        while let Err(e) = postgres.record_checkpoint(&row).await {
-            tracing::debug!(
-                seq = row.seq,
-                "audit checkpoint not yet in the database: {e}"
-            );
-            // At stop, a closed channel with this one still unsent: the
-            // caller's timeout bounds the wait.
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(Duration::from_secs(5));
+        let mut warned = false;
+        loop {
+            match postgres.record_checkpoint(&row).await {
+                Ok(()) => break,
+                Err(clash @ StoreError::CheckpointClash { .. }) => {
+                    // Retrying cannot help, and the database's copy is the
+                    // one `verify --against-db` will hold the trail to.
+                    tracing::error!("audit checkpoint not copied: {clash}");
+                    break;
+                }
+                Err(e) => {
+                    if !warned {
+                        tracing::warn!(
+                            seq = row.seq,
+                            "audit checkpoint not yet copied to the database (retrying): {e}"
+                        );
+                        warned = true;
+                    }
+                    // At stop, a closed channel with this one still unsent:
+                    // the caller's timeout bounds the wait.
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
         }
     }
 }
 
 /// Records in the trail each time the database is lost and found again.
 async fn record_reachability(postgres: Arc<PostgresStore>, audit: Audit) {
-    let mut reachable = postgres.reachability();
-    while reachable.changed().await.is_ok() {
-        let event = match &*reachable.borrow_and_update() {
-            Ok(()) => Event::DatabaseReachable {},
-            Err(detail) => Event::DatabaseUnreachable {
-                detail: detail.clone(),
-            },
+    use tokio::sync::broadcast::error::RecvError;
+    let mut changes = postgres.reachability();
+    loop {
+        let event = match changes.recv().await {
+            Ok(Ok(())) => Event::DatabaseReachable {},
+            Ok(Err(detail)) => Event::DatabaseUnreachable { detail },
+            // More changes than the channel holds: the log has them all.
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => break,
         };
         audit.record(event);
     }

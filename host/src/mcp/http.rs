@@ -427,11 +427,19 @@ async fn bind_task(
         Ok(None) => return unauthorized("unknown task token"),
         Err(e) => {
             tracing::error!("checking a task token: {e}");
-            // Nothing ran; the client may retry once the store is back.
+            let why = match e {
+                store::StoreError::Busy(_) => {
+                    "busy: the host's store is too busy to check the task token; retry shortly"
+                }
+                _ => {
+                    "store_unavailable: the host cannot check the task token because its store is unreachable; retry shortly"
+                }
+            };
+            // Nothing ran; the client may retry once the store answers.
             return (
                 StatusCode::SERVICE_UNAVAILABLE,
                 [(http::header::RETRY_AFTER, "1")],
-                "store_unavailable: the host cannot check the task token because its store is unreachable; retry shortly",
+                why,
             )
                 .into_response();
         }

@@ -289,6 +289,16 @@ pub enum StoreError {
         "the database's schema is version {found}, newer than this host's {known}; use a newer toolhost"
     )]
     SchemaTooNew { found: i64, known: i64 },
+    #[error(
+        "the database's schema is version {found}, older than this toolhost's {known}; start a replica of this version (toolhost serve) to migrate it, or use the older toolhost"
+    )]
+    SchemaTooOld { found: i64, known: i64 },
+    /// Another checkpoint already holds this replica's name and seq: two
+    /// replicas share a name, or the replica's trail was started over.
+    #[error(
+        "the database already holds a different audit checkpoint {seq} of replica {replica}: two replicas share that name, or its trail was started over"
+    )]
+    CheckpointClash { replica: String, seq: u64 },
     #[error("the OS random source failed: {0}")]
     Random(String),
     #[error("no task `{0}`")]

@@ -91,7 +91,7 @@ CREATE INDEX approval_by_binding ON approval(task_id, binding);
 CREATE INDEX approval_by_state ON approval(state, expires_at);
 CREATE TABLE plugin_state (
     plugin TEXT NOT NULL,
-    key    TEXT NOT NULL,
+    key    TEXT COLLATE \"C\" NOT NULL,   -- byte order, as in SQLite
     value  BYTEA NOT NULL,            -- UTF-8; TEXT cannot hold a NUL
     PRIMARY KEY (plugin, key)
 );
@@ -119,6 +119,11 @@ CREATE TABLE audit_checkpoint (
 /// lock: it orders hosts migrating the same database at once.
 const MIGRATION_LOCK: i64 = 0x746f_6f6c_686f_7374;
 
+/// Longest a transaction waits for a row lock before the call is `busy`.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest a connection may sit inside a transaction doing nothing.
+const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(60);
+
 /// Connection settings beyond the URL.
 #[derive(Debug, Clone, Copy)]
 pub struct PoolSettings {
@@ -129,6 +134,11 @@ pub struct PoolSettings {
     /// How long opening a connection may take before the database counts
     /// as unreachable.
     pub connect: Duration,
+    /// Whether to bring an older schema up to date. Only a serving host
+    /// does: an operator's command from a newer toolhost must not migrate
+    /// the database under running replicas. Any host creates the schema in
+    /// an empty database.
+    pub upgrade_schema: bool,
 }
 
 impl Default for PoolSettings {
@@ -137,6 +147,7 @@ impl Default for PoolSettings {
             max_connections: 16,
             wait: Duration::from_secs(2),
             connect: Duration::from_secs(3),
+            upgrade_schema: false,
         }
     }
 }
@@ -159,29 +170,48 @@ pub struct CheckpointRow {
 pub struct PostgresStore {
     pool: Pool,
     /// Whether the last operation reached the database, so that losing and
-    /// regaining it are each logged (and recorded) once.
-    reachable: tokio::sync::watch::Sender<Result<(), String>>,
+    /// regaining it are each logged once.
+    reachable: std::sync::Mutex<bool>,
+    /// Each loss (with why) and each return, for whoever records them.
+    changes: tokio::sync::broadcast::Sender<Result<(), String>>,
 }
 
 impl PostgresStore {
     /// Connects, creates the schema or brings it up to date, and refuses a
     /// database whose schema is newer than this host knows.
     pub async fn connect(url: &str, settings: PoolSettings) -> Result<PostgresStore, StoreError> {
-        let mut config = tokio_postgres::Config::from_str(url)
+        let (url, root_cert) = take_tls_options(url);
+        let mut config = tokio_postgres::Config::from_str(&url)
             .map_err(|e| StoreError::Database(format!("the database URL is invalid: {e}")))?;
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
         config.connect_timeout(settings.connect);
+        // A replica that froze holding a task's row lock must not stall
+        // every other replica's charges of that task: a lock waited for
+        // longer than this is `busy`, a transaction left open this long is
+        // ended by the server, and a vanished peer is noticed in a minute.
+        let limits = format!(
+            "-c lock_timeout={}ms -c idle_in_transaction_session_timeout={}ms",
+            LOCK_TIMEOUT.as_millis(),
+            IDLE_IN_TRANSACTION.as_millis()
+        );
+        let options = match config.get_options() {
+            Some(given) => format!("{given} {limits}"),
+            None => limits,
+        };
+        config.options(options);
+        config.keepalives_idle(Duration::from_secs(30));
         if config.get_application_name().is_none() {
             config.application_name("toolhost");
         }
-        // TLS when the URL asks for it (`sslmode=require`), verified against
-        // the web's root certificates; otherwise plain, so that a server's
-        // self-signed certificate cannot fail a connection nobody asked to
-        // encrypt.
+        // TLS when the URL asks for it (`sslmode=require`, `verify-ca` or
+        // `verify-full`), always verifying the server's chain and name, against
+        // `sslrootcert` if given, else the web's roots; otherwise plain, so
+        // that a server's self-signed certificate cannot fail a connection
+        // nobody asked to encrypt.
         let manager = if config.get_ssl_mode() == SslMode::Require {
-            let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls_config());
+            let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(root_cert)?);
             Manager::from_config(config, tls, manager_config)
         } else {
             config.ssl_mode(SslMode::Disable);
@@ -197,9 +227,10 @@ impl PostgresStore {
             .map_err(|e| StoreError::Database(e.to_string()))?;
         let store = PostgresStore {
             pool,
-            reachable: tokio::sync::watch::Sender::new(Ok(())),
+            reachable: std::sync::Mutex::new(true),
+            changes: tokio::sync::broadcast::Sender::new(16),
         };
-        store.migrate().await?;
+        store.migrate(settings.upgrade_schema).await?;
         Ok(store)
     }
 
@@ -213,7 +244,7 @@ impl PostgresStore {
         Ok(row.map_or(0, |r| r.get(0)))
     }
 
-    async fn migrate(&self) -> Result<(), StoreError> {
+    async fn migrate(&self, upgrade: bool) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.failed(e))?;
         let fail = |e: tokio_postgres::Error| self.failed(e);
@@ -248,6 +279,12 @@ impl PostgresStore {
                 known: SCHEMA_VERSION,
             });
         }
+        if found > 0 && found < SCHEMA_VERSION && !upgrade {
+            return Err(StoreError::SchemaTooOld {
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
         for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
             tx.batch_execute(sql).await.map_err(fail)?;
             tx.execute(
@@ -266,14 +303,7 @@ impl PostgresStore {
     async fn client(&self) -> Result<Object, StoreError> {
         match self.pool.get().await {
             Ok(client) => {
-                let regained = self.reachable.send_if_modified(|state| {
-                    let was_down = state.is_err();
-                    *state = Ok(());
-                    was_down
-                });
-                if regained {
-                    tracing::warn!("the database is reachable again");
-                }
+                self.set_reachable(Ok(()));
                 Ok(client)
             }
             Err(PoolError::Timeout(TimeoutType::Wait)) => Err(StoreError::Busy(
@@ -290,28 +320,58 @@ impl PostgresStore {
     /// connections), or no answer at all, means the database is not there
     /// for now: retryable. Any other answer (a constraint, a bad statement)
     /// is a database error.
+    ///
+    /// A lock held longer than `lock_timeout` (55P03: another replica's
+    /// transaction on the same task is stuck) is `busy`.
     fn failed(&self, e: tokio_postgres::Error) -> StoreError {
-        match e.as_db_error() {
-            Some(db) if !matches!(&db.code().code()[..2], "57" | "08" | "53") => {
-                StoreError::Database(format!("{}: {}", db.code().code(), db.message()))
-            }
-            Some(db) => self.unreachable(format!("{}: {}", db.code().code(), db.message())),
-            None => self.unreachable(e.to_string()),
+        if let Some(db) = e.as_db_error() {
+            let code = db.code().code();
+            let detail = format!("{code}: {}", db.message());
+            return match &code[..2] {
+                _ if code == "55P03" => StoreError::Busy(LOCK_TIMEOUT),
+                "57" | "08" | "53" => self.unreachable(detail),
+                _ => StoreError::Database(detail),
+            };
+        }
+        // The driver's own errors: those about the connection mean the
+        // database is not there; the rest (a row count, a conversion) are
+        // the host's or the schema's.
+        let text = e.to_string();
+        let connection = e.is_closed()
+            || [
+                "error communicating",
+                "error connecting",
+                "error performing TLS",
+                "timeout",
+                "connection closed",
+            ]
+            .iter()
+            .any(|start| text.starts_with(start));
+        if connection {
+            self.unreachable(text)
+        } else {
+            StoreError::Database(text)
         }
     }
 
     fn unreachable(&self, detail: String) -> StoreError {
-        let lost = self.reachable.send_if_modified(|state| {
-            let was_up = state.is_ok();
-            if was_up {
-                *state = Err(detail.clone());
-            }
-            was_up
-        });
-        if lost {
-            tracing::error!("the database cannot be reached: {detail}");
-        }
+        self.set_reachable(Err(detail.clone()));
         StoreError::Unavailable(detail)
+    }
+
+    /// Logs and announces a change of reachability, once per change.
+    fn set_reachable(&self, now: Result<(), String>) {
+        let mut reachable = self.reachable.lock().unwrap_or_else(|p| p.into_inner());
+        if *reachable == now.is_ok() {
+            return;
+        }
+        *reachable = now.is_ok();
+        match &now {
+            Ok(()) => tracing::warn!("the database is reachable again"),
+            Err(detail) => tracing::error!("the database cannot be reached: {detail}"),
+        }
+        // Nobody listening (a CLI command) is fine.
+        let _ = self.changes.send(now);
     }
 
     fn state_failed(&self, e: tokio_postgres::Error) -> StateError {
@@ -323,7 +383,7 @@ impl PostgresStore {
     pub async fn record_checkpoint(&self, row: &CheckpointRow) -> Result<(), StoreError> {
         let client = self.client().await?;
         let seq = i64::try_from(row.seq).unwrap_or(i64::MAX);
-        client
+        let inserted = client
             .execute(
                 "INSERT INTO audit_checkpoint (replica, seq, head, line, key_id, recorded_at)
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (replica, seq) DO NOTHING",
@@ -338,7 +398,27 @@ impl PostgresStore {
             )
             .await
             .map_err(|e| self.failed(e))?;
-        Ok(())
+        if inserted == 1 {
+            return Ok(());
+        }
+        // Already there: the same checkpoint copied twice is fine; another
+        // one under the same name and seq is not.
+        let kept: String = client
+            .query_one(
+                "SELECT head FROM audit_checkpoint WHERE replica = $1 AND seq = $2",
+                &[&row.replica, &seq],
+            )
+            .await
+            .map_err(|e| self.failed(e))?
+            .get(0);
+        if kept == row.head {
+            Ok(())
+        } else {
+            Err(StoreError::CheckpointClash {
+                replica: row.replica.clone(),
+                seq: row.seq,
+            })
+        }
     }
 
     /// Every checkpoint the database holds, by replica and seq.
@@ -365,25 +445,74 @@ impl PostgresStore {
             .collect())
     }
 
-    /// Whether the database answers: `Ok` or why not. Changes each time
-    /// it is lost or found again.
-    pub fn reachability(&self) -> tokio::sync::watch::Receiver<Result<(), String>> {
-        self.reachable.subscribe()
+    /// Every change from here on: `Err` with why when the database is lost,
+    /// `Ok` when it answers again.
+    pub fn reachability(&self) -> tokio::sync::broadcast::Receiver<Result<(), String>> {
+        self.changes.subscribe()
     }
 }
 
 /// Rustls with the web's root certificates and the ring provider the rest
 /// of the host uses.
-fn tls_config() -> tokio_rustls::rustls::ClientConfig {
-    let roots = tokio_rustls::rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+fn tls_config(root_cert: Option<String>) -> Result<tokio_rustls::rustls::ClientConfig, StoreError> {
+    use tokio_rustls::rustls::pki_types::CertificateDer;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let roots = match root_cert {
+        None => tokio_rustls::rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        },
+        Some(path) => {
+            let bad = |e: String| StoreError::Database(format!("sslrootcert {path}: {e}"));
+            let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+            let certs = CertificateDer::pem_file_iter(&path).map_err(|e| bad(e.to_string()))?;
+            for cert in certs {
+                roots
+                    .add(cert.map_err(|e| bad(e.to_string()))?)
+                    .map_err(|e| bad(e.to_string()))?;
+            }
+            if roots.is_empty() {
+                return Err(bad("holds no PEM certificate".into()));
+            }
+            roots
+        }
     };
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-    tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth()
+    Ok(
+        tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+/// Takes libpq's TLS options that the driver does not know out of a
+/// `postgres://` URL: `sslrootcert=PATH` (returned) and `sslmode=verify-ca`
+/// or `verify-full`, which become `require` (the host always verifies).
+fn take_tls_options(url: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), None);
+    };
+    let mut root_cert = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("sslrootcert", value)) => {
+                root_cert = Some(
+                    percent_encoding::percent_decode_str(value)
+                        .decode_utf8_lossy()
+                        .into_owned(),
+                );
+            }
+            Some(("sslmode", "verify-ca" | "verify-full")) => kept.push("sslmode=require"),
+            _ => kept.push(pair),
+        }
+    }
+    if kept.is_empty() {
+        (base.to_string(), root_cert)
+    } else {
+        (format!("{base}?{}", kept.join("&")), root_cert)
+    }
 }
 
 const TASK_COLUMNS: &str = "id, purpose, opened_by, opened_at, expires_at, grants, pre_approved, \
@@ -525,8 +654,8 @@ impl Store for PostgresStore {
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 &[
                     &id,
-                    &new.purpose,
-                    &new.opened_by,
+                    &text(&new.purpose),
+                    &text(&new.opened_by),
                     &at,
                     &at.saturating_add(ttl_secs(new.ttl)),
                     &json_list(&new.grants),
@@ -616,7 +745,7 @@ impl Store for PostgresStore {
             .execute(
                 "UPDATE task SET revoked_at = $2, revoked_by = $3
                  WHERE id = $1 AND revoked_at IS NULL",
-                &[&id, &now(), &by],
+                &[&id, &now(), &text(by)],
             )
             .await
             .map_err(|e| self.failed(e))?;
@@ -699,12 +828,24 @@ impl Store for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.failed(e))?;
         let fail = |e| self.failed(e);
-        let at = now();
         // The task's row lock orders this charge after every other one of
         // the same task, on any replica; what follows reads their results.
-        let task = load_task(self, &tx, task_id, true)
-            .await?
+        // The time is the database's, so that replicas whose clocks differ
+        // still share one write window.
+        let lock = tx
+            .prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS}, extract(epoch FROM now())::BIGINT
+                 FROM task WHERE id = $1 FOR UPDATE"
+            ))
+            .await
+            .map_err(fail)?;
+        let row = tx
+            .query_opt(&lock, &[&task_id])
+            .await
+            .map_err(fail)?
             .ok_or_else(|| StoreError::NoTask(task_id.into()))?;
+        let task = task_from_row(&row)?;
+        let at: i64 = row.get(TASK_COLUMN_COUNT);
         let refusal = match task.state(at) {
             TaskState::Open => None,
             closed => Some(ChargeRefusal::Closed(closed)),
@@ -828,7 +969,7 @@ impl Store for PostgresStore {
                         &request.tool,
                         &request.binding,
                         &request.arguments.to_string(),
-                        &request.summary,
+                        &text(&request.summary),
                         &at,
                         &at.saturating_add(ttl_secs(request.ttl)),
                         &request.operator_only,
@@ -875,7 +1016,7 @@ impl Store for PostgresStore {
             "UPDATE approval SET state = $2, expires_at = $3, decided_at = $4, decided_by = $5,
                                  channel = $6
              WHERE id = $1",
-            &[&id, &state, &expires_at, &at, &by, &channel],
+            &[&id, &state, &expires_at, &at, &text(by), &text(channel)],
         )
         .await
         .map_err(|e| self.failed(e))?;
@@ -1012,12 +1153,13 @@ impl Store for PostgresStore {
 
     async fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError> {
         let client = self.client().await.map_err(state_unavailable)?;
-        // A range scan in byte order rather than LIKE, which would treat `%`
-        // and `_` in the prefix as wildcards.
+        // A range scan in byte order (the column's collation) rather than
+        // LIKE, which would treat `%` and `_` in the prefix as wildcards.
         let rows = client
             .query(
-                "SELECT key FROM plugin_state WHERE plugin = $1 AND key COLLATE \"C\" >= $2
-                 ORDER BY key COLLATE \"C\"",
+                "SELECT key FROM plugin_state
+                 WHERE plugin = $1 AND key >= $2 AND starts_with(key, $2)
+                 ORDER BY key",
                 &[&plugin, &prefix],
             )
             .await
@@ -1042,9 +1184,18 @@ impl Store for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.failed(e))?;
         let fail = |e| self.failed(e);
-        lock_usage(self, &tx, plugin)
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        tx.execute(
+            "INSERT INTO plugin_usage (plugin, bytes) VALUES ($1, 0) ON CONFLICT (plugin) DO NOTHING",
+            &[&plugin],
+        )
+        .await
+        .map_err(fail)?;
+        tx.execute(
+            "SELECT 1 FROM plugin_usage WHERE plugin = $1 FOR UPDATE",
+            &[&plugin],
+        )
+        .await
+        .map_err(fail)?;
         let taken = tx
             .query_opt(
                 "SELECT 1 FROM plugin_state WHERE plugin = $1 AND key = $2",
@@ -1135,6 +1286,16 @@ impl PostgresStore {
     }
 }
 
+/// Text for a TEXT column, which cannot hold a NUL (SQLite's can): a
+/// purpose, summary or name carrying one keeps a visible stand-in.
+fn text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') {
+        s.replace('\0', "\u{fffd}").into()
+    } else {
+        s.into()
+    }
+}
+
 /// A stored value: the host wrote it from a string, so it is UTF-8 unless
 /// the database was edited by hand.
 fn utf8(bytes: Vec<u8>) -> Result<String, StateError> {
@@ -1148,6 +1309,27 @@ fn state_unavailable(e: StoreError) -> StateError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn libpq_tls_options_are_taken_out_of_the_url() {
+        assert_eq!(
+            super::take_tls_options(
+                "postgres://u@db/x?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=a"
+            ),
+            (
+                "postgres://u@db/x?sslmode=require&application_name=a".to_string(),
+                Some("/etc/ca.pem".to_string())
+            )
+        );
+        assert_eq!(
+            super::take_tls_options("postgres://u@db/x"),
+            ("postgres://u@db/x".to_string(), None)
+        );
+        assert_eq!(
+            super::take_tls_options("postgres://u@db/x?sslrootcert=ca.pem"),
+            ("postgres://u@db/x".to_string(), Some("ca.pem".to_string()))
+        );
+    }
+
     #[test]
     fn the_column_count_matches_the_columns() {
         assert_eq!(

@@ -5,7 +5,10 @@
 use std::time::Duration;
 
 use toolhost::store::postgres::{PoolSettings, PostgresStore};
-use toolhost::store::{Charge, ChargeRefusal, NewTask, SqliteStore, StateError, Store, TaskState};
+use toolhost::store::{
+    ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Decision, MAX_PENDING_PER_TASK, NewTask,
+    SqliteStore, StateError, Store, StoreError, TaskState,
+};
 
 use crate::postgres::Postgres;
 
@@ -15,6 +18,8 @@ async fn the_sqlite_store_keeps_its_promises() {
     let store = SqliteStore::open(dir.path()).unwrap();
     budget_and_write_rate_are_charged_exactly(&store).await;
     state_is_scoped_and_bounded(&store).await;
+    approvals_are_asked_once_used_once_and_end_with_their_task(&store).await;
+    tasks_are_extended_and_served_again_as_the_cli_expects(&store).await;
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
@@ -26,6 +31,8 @@ async fn the_postgres_store_keeps_its_promises() {
         .unwrap();
     budget_and_write_rate_are_charged_exactly(&store).await;
     state_is_scoped_and_bounded(&store).await;
+    approvals_are_asked_once_used_once_and_end_with_their_task(&store).await;
+    tasks_are_extended_and_served_again_as_the_cli_expects(&store).await;
     // A second host on the same database finds the schema in place.
     let again = PostgresStore::connect(&pg.url(), PoolSettings::default())
         .await
@@ -208,7 +215,20 @@ async fn a_full_pool_answers_busy_after_its_wait_and_a_cut_connection_charges_no
         let (store, id) = (store.clone(), task.id.clone());
         tokio::spawn(async move { store.charge(&id, "x_y_get", Charge::Read).await })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut waiting_on_lock = Vec::new();
+    for _ in 0..100 {
+        waiting_on_lock = pg
+            .query(
+                "SELECT pid FROM pg_stat_activity \
+                 WHERE application_name = 'toolhost' AND wait_event_type = 'Lock'",
+            )
+            .await;
+        if !waiting_on_lock.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(waiting_on_lock.len(), 1, "the charge waits on the row lock");
     // ... so the next operation waits for the pool's wait time, then `busy`.
     let began = std::time::Instant::now();
     let busy = store.state_get("p", "k").await;
@@ -247,4 +267,232 @@ async fn a_full_pool_answers_busy_after_its_wait_and_a_cut_connection_charges_no
         .await
         .unwrap();
     assert_eq!(charged.unwrap().task.calls_used, 1);
+}
+
+#[tokio::test]
+async fn a_url_that_asks_for_tls_gets_a_verified_connection() {
+    let pg = Postgres::start();
+    let ca = pg.enable_tls();
+    let base = format!("postgres://postgres@localhost:{}/postgres", pg.port);
+    let ca_param: String = percent_encoding::utf8_percent_encode(
+        &ca.display().to_string(),
+        percent_encoding::NON_ALPHANUMERIC,
+    )
+    .to_string();
+    let verified = format!("{base}?sslmode=verify-full&sslrootcert={ca_param}");
+    let store = PostgresStore::connect(&verified, PoolSettings::default())
+        .await
+        .expect("TLS verified against the test CA");
+    store.tasks().await.unwrap();
+    let over_tls = pg
+        .query("SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE ssl AND application_name = 'toolhost'")
+        .await;
+    assert_ne!(over_tls, ["0"], "the host's connections use TLS");
+
+    // The same server against the web's roots: its certificate is refused.
+    let unverified =
+        PostgresStore::connect(&format!("{base}?sslmode=require"), PoolSettings::default()).await;
+    assert!(
+        matches!(&unverified, Err(StoreError::Unavailable(e)) if e.contains("TLS")),
+        "{:?}",
+        unverified.err()
+    );
+}
+
+fn approval_request(task: &str, binding: &str) -> ApprovalRequest {
+    ApprovalRequest {
+        task_id: task.into(),
+        tool: "notes_note_delete".into(),
+        binding: binding.into(),
+        arguments: serde_json::json!({ "slug": binding }),
+        summary: format!("delete {binding}"),
+        ttl: Duration::from_secs(600),
+        operator_only: false,
+    }
+}
+
+async fn approvals_are_asked_once_used_once_and_end_with_their_task(store: &dyn Store) {
+    let mut new = new_task(None, None);
+    new.grants = vec!["notes_note_delete".into()];
+    let (task, _) = store.open_task(new).await.unwrap();
+    let delete = "notes_note_delete";
+    let destructive = |binding| Charge::Destructive { binding };
+
+    // Asked twice, one question; no yes yet, no charge.
+    let asked = store
+        .request_approval(approval_request(&task.id, "b1"))
+        .await
+        .unwrap();
+    let again = store
+        .request_approval(approval_request(&task.id, "b1"))
+        .await
+        .unwrap();
+    assert_eq!(asked.id, again.id);
+    assert_eq!(asked.state, ApprovalState::Pending);
+    assert_eq!(
+        store
+            .charge(&task.id, delete, destructive("b1"))
+            .await
+            .unwrap()
+            .unwrap_err(),
+        ChargeRefusal::ApprovalMissing
+    );
+    assert_eq!(store.approvals(true).await.unwrap().len(), 1);
+
+    // A yes is used by exactly one call of that binding.
+    let approved = store
+        .decide(&asked.id, Decision::Approve, "alice", "cli")
+        .await
+        .unwrap();
+    assert_eq!(approved.state, ApprovalState::Approved);
+    assert_eq!(approved.decided_by.as_deref(), Some("alice"));
+    assert!(matches!(
+        store.decide(&asked.id, Decision::Deny, "bob", "cli").await,
+        Err(StoreError::AlreadyDecided { .. })
+    ));
+    assert_eq!(
+        store
+            .charge(&task.id, delete, destructive("b2"))
+            .await
+            .unwrap()
+            .unwrap_err(),
+        ChargeRefusal::ApprovalMissing
+    );
+    let charged = store
+        .charge(&task.id, delete, destructive("b1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(charged.approval.as_deref(), Some(asked.id.as_str()));
+    assert_eq!(
+        store
+            .charge(&task.id, delete, destructive("b1"))
+            .await
+            .unwrap()
+            .unwrap_err(),
+        ChargeRefusal::ApprovalMissing
+    );
+    assert_eq!(
+        store.approval(&asked.id).await.unwrap().unwrap().state,
+        ApprovalState::Used
+    );
+
+    // A no is reported once, then the call may be asked again.
+    let second = store
+        .request_approval(approval_request(&task.id, "b2"))
+        .await
+        .unwrap();
+    store
+        .decide(&second.id, Decision::Deny, "alice", "cli")
+        .await
+        .unwrap();
+    let denied = store.take_denial(&task.id, "b2").await.unwrap().unwrap();
+    assert_eq!(denied.id, second.id);
+    assert!(store.take_denial(&task.id, "b2").await.unwrap().is_none());
+    let third = store
+        .request_approval(approval_request(&task.id, "b2"))
+        .await
+        .unwrap();
+    assert_ne!(third.id, second.id);
+
+    // At most MAX_PENDING_PER_TASK questions wait at once.
+    for n in 0..MAX_PENDING_PER_TASK - 1 {
+        store
+            .request_approval(approval_request(&task.id, &format!("cap-{n}")))
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        store
+            .request_approval(approval_request(&task.id, "one-more"))
+            .await,
+        Err(StoreError::TooManyPending(_, _))
+    ));
+    // Revoking the task ends every question about it.
+    store.revoke_task(&task.id, "alice").await.unwrap();
+    assert!(
+        store
+            .approvals(true)
+            .await
+            .unwrap()
+            .iter()
+            .all(|a| a.task_id != task.id)
+    );
+    assert_eq!(
+        store.approval(&third.id).await.unwrap().unwrap().state,
+        ApprovalState::Expired
+    );
+}
+
+async fn tasks_are_extended_and_served_again_as_the_cli_expects(store: &dyn Store) {
+    let (task, _) = store.open_task(new_task(None, None)).await.unwrap();
+    let extended = store
+        .extend_task(&task.id, Duration::from_secs(7_200), "alice")
+        .await
+        .unwrap();
+    assert!(extended.expires_at > task.expires_at);
+    store.revoke_task(&task.id, "alice").await.unwrap();
+    assert!(matches!(
+        store
+            .extend_task(&task.id, Duration::from_secs(60), "alice")
+            .await,
+        Err(StoreError::TaskClosed { .. })
+    ));
+    assert!(store.tasks().await.unwrap().iter().any(|t| t.id == task.id));
+
+    // `serve --task ID`: created, re-opened with new grants, never over an
+    // opened task, never after a revocation.
+    let grants = vec!["notes_note_save".to_string()];
+    let ad_hoc = store
+        .ad_hoc_task("adhoc-1", &grants, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(ad_hoc.ad_hoc && ad_hoc.grants == grants);
+    let more = vec![
+        "notes_note_save".to_string(),
+        "notes_note_delete".to_string(),
+    ];
+    let reopened = store
+        .ad_hoc_task("adhoc-1", &more, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(reopened.grants, more);
+    assert!(matches!(
+        store
+            .ad_hoc_task(&task.id, &grants, Duration::from_secs(60))
+            .await,
+        Err(StoreError::TaskExists(_))
+    ));
+    store.revoke_task("adhoc-1", "alice").await.unwrap();
+    assert!(matches!(
+        store
+            .ad_hoc_task("adhoc-1", &grants, Duration::from_secs(60))
+            .await,
+        Err(StoreError::TaskClosed { .. })
+    ));
+
+    // An operator's move of a plugin's value, and listing in byte order.
+    for key in ["trash/b", "note/b", "note/a", "note/B"] {
+        store.state_set("mover", key, "v", 1_000).await.unwrap();
+    }
+    assert!(matches!(
+        store
+            .state_rename("mover", "trash/b", "note/b", "alice")
+            .await,
+        Err(StoreError::KeyExists(_))
+    ));
+    assert!(matches!(
+        store
+            .state_rename("mover", "trash/none", "note/c", "alice")
+            .await,
+        Err(StoreError::NoKey(_))
+    ));
+    store
+        .state_rename("mover", "trash/b", "note/c", "alice")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.state_list("mover", "note/").await.unwrap(),
+        ["note/B", "note/a", "note/b", "note/c"]
+    );
 }
