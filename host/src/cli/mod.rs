@@ -159,8 +159,9 @@ impl Backend {
     }
 }
 
-/// `upgrade_schema`: only a serving host migrates an older database schema.
-async fn open_backend(manifest: &Manifest, upgrade_schema: bool) -> anyhow::Result<Backend> {
+/// `serving`: only a serving host migrates an older database schema, and
+/// only it starts while the database cannot be reached.
+async fn open_backend(manifest: &Manifest, serving: bool) -> anyhow::Result<Backend> {
     match manifest.store.kind {
         StoreKind::Sqlite => Ok(Backend::Sqlite(Arc::new(SqliteStore::open(
             &manifest.state_dir,
@@ -168,7 +169,8 @@ async fn open_backend(manifest: &Manifest, upgrade_schema: bool) -> anyhow::Resu
         StoreKind::Postgres => {
             let url = database_url(manifest)?;
             let settings = PoolSettings {
-                upgrade_schema,
+                upgrade_schema: serving,
+                start_unreachable: serving,
                 ..PoolSettings::default()
             };
             let store = PostgresStore::connect(&url, settings)

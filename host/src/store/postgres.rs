@@ -139,6 +139,10 @@ pub struct PoolSettings {
     /// the database under running replicas. Any host creates the schema in
     /// an empty database.
     pub upgrade_schema: bool,
+    /// Whether to start although the database cannot be reached (a
+    /// serving host: reads of sessions without a task need none). The
+    /// schema is then checked on the first operation that reaches it.
+    pub start_unreachable: bool,
 }
 
 impl Default for PoolSettings {
@@ -148,6 +152,7 @@ impl Default for PoolSettings {
             wait: Duration::from_secs(2),
             connect: Duration::from_secs(3),
             upgrade_schema: false,
+            start_unreachable: false,
         }
     }
 }
@@ -174,6 +179,10 @@ pub struct PostgresStore {
     reachable: std::sync::Mutex<bool>,
     /// Each loss (with why) and each return, for whoever records them.
     changes: tokio::sync::broadcast::Sender<Result<(), String>>,
+    /// Set once the schema is known to be this host's: no operation runs
+    /// on tables that may not be there yet.
+    schema: tokio::sync::OnceCell<()>,
+    upgrade_schema: bool,
 }
 
 impl PostgresStore {
@@ -229,14 +238,24 @@ impl PostgresStore {
             pool,
             reachable: std::sync::Mutex::new(true),
             changes: tokio::sync::broadcast::Sender::new(16),
+            schema: tokio::sync::OnceCell::new(),
+            upgrade_schema: settings.upgrade_schema,
         };
-        store.migrate(settings.upgrade_schema).await?;
+        match store.ensure_schema().await {
+            Ok(()) => {}
+            Err(StoreError::Unavailable(why)) if settings.start_unreachable => {
+                tracing::warn!(
+                    "starting without the database ({why}): calls that need it are refused until it answers"
+                );
+            }
+            Err(e) => return Err(e),
+        }
         Ok(store)
     }
 
     /// The schema version the database is at.
     pub async fn schema_version(&self) -> Result<i64, StoreError> {
-        let client = self.client().await?;
+        let client = self.connection().await?;
         let row = client
             .query_opt("SELECT version FROM toolhost_schema", &[])
             .await
@@ -245,7 +264,7 @@ impl PostgresStore {
     }
 
     async fn migrate(&self, upgrade: bool) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
+        let mut client = self.connection().await?;
         let tx = client.transaction().await.map_err(|e| self.failed(e))?;
         let fail = |e: tokio_postgres::Error| self.failed(e);
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
@@ -299,8 +318,23 @@ impl PostgresStore {
         tx.commit().await.map_err(fail)
     }
 
-    /// A pooled connection, or why there is none.
+    /// Creates or checks the schema, once per process.
+    async fn ensure_schema(&self) -> Result<(), StoreError> {
+        self.schema
+            .get_or_try_init(|| self.migrate(self.upgrade_schema))
+            .await
+            .map(|_| ())
+    }
+
+    /// A pooled connection on a schema this host knows, or why there is
+    /// none.
     async fn client(&self) -> Result<Object, StoreError> {
+        self.ensure_schema().await?;
+        self.connection().await
+    }
+
+    /// A pooled connection, or why there is none.
+    async fn connection(&self) -> Result<Object, StoreError> {
         match self.pool.get().await {
             Ok(client) => {
                 self.set_reachable(Ok(()));
