@@ -148,8 +148,11 @@ impl Trail {
     /// been given it; `None` before the first.
     pub fn newest_checkpoint(&self) -> Option<SignedCheckpoint> {
         let text = fs::read_to_string(self.dir.join(CHECKPOINTS)).ok()?;
-        let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
-        let value: Value = serde_json::from_str(line).ok()?;
+        // The last whole one: a crash may have cut the very last line.
+        let (line, value) = text
+            .lines()
+            .rev()
+            .find_map(|l| Some((l, serde_json::from_str::<Value>(l).ok()?)))?;
         Some(SignedCheckpoint {
             seq: value["seq"].as_u64()?,
             head: value["head"].as_str()?.to_string(),

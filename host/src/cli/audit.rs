@@ -88,11 +88,16 @@ pub(super) async fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
     let trails: Vec<PathBuf> = named.iter().map(|t| t.dir.clone()).collect();
     match args.command {
         AuditCommand::Verify { key, against_db } => {
-            let broken = verify(&manifest, &named, key.as_deref(), against_db).await?;
-            if broken {
-                std::process::exit(1);
+            match verify(&manifest, &named, key.as_deref(), against_db).await {
+                Ok(false) => Ok(()),
+                Ok(true) => std::process::exit(1),
+                // 1 means tampering; not being able to look is another
+                // matter (a database outage, an unreadable key).
+                Err(e) => {
+                    eprintln!("toolhost: cannot verify: {e:#}");
+                    std::process::exit(2);
+                }
             }
-            Ok(())
         }
         AuditCommand::Export {
             since,
@@ -156,7 +161,7 @@ async fn verify(
         None
     };
     let mut broken = false;
-    let mut compared: Vec<(String, u64)> = Vec::new();
+    let mut compared: std::collections::HashSet<(String, u64)> = Default::default();
     for TrailArg {
         replica: given,
         dir,

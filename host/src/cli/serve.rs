@@ -215,6 +215,13 @@ async fn mirror_checkpoints(
 async fn record_reachability(postgres: Arc<PostgresStore>, audit: Audit) {
     use tokio::sync::broadcast::error::RecvError;
     let mut changes = postgres.reachability();
+    // A loss before this listened (the database away at start) is recorded
+    // too, so the trail never shows a return without a loss.
+    if !postgres.reachable() {
+        audit.record(Event::DatabaseUnreachable {
+            detail: "unreachable when the host started".into(),
+        });
+    }
     loop {
         let event = match changes.recv().await {
             Ok(Ok(())) => Event::DatabaseReachable {},

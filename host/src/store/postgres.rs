@@ -182,6 +182,8 @@ pub struct PostgresStore {
     /// Set once the schema is known to be this host's: no operation runs
     /// on tables that may not be there yet.
     schema: tokio::sync::OnceCell<()>,
+    /// Held while the schema is checked.
+    checking_schema: tokio::sync::Mutex<()>,
     upgrade_schema: bool,
 }
 
@@ -239,6 +241,7 @@ impl PostgresStore {
             reachable: std::sync::Mutex::new(true),
             changes: tokio::sync::broadcast::Sender::new(16),
             schema: tokio::sync::OnceCell::new(),
+            checking_schema: tokio::sync::Mutex::new(()),
             upgrade_schema: settings.upgrade_schema,
         };
         match store.ensure_schema().await {
@@ -319,11 +322,24 @@ impl PostgresStore {
     }
 
     /// Creates or checks the schema, once per process.
+    ///
+    /// While one check runs, other operations fail at once rather than
+    /// queue behind it: with the database away, each attempt may take the
+    /// whole connect timeout.
     async fn ensure_schema(&self) -> Result<(), StoreError> {
-        self.schema
-            .get_or_try_init(|| self.migrate(self.upgrade_schema))
-            .await
-            .map(|_| ())
+        if self.schema.initialized() {
+            return Ok(());
+        }
+        let Ok(_checking) = self.checking_schema.try_lock() else {
+            return Err(StoreError::Unavailable(
+                "the database's schema is being checked".into(),
+            ));
+        };
+        if !self.schema.initialized() {
+            self.migrate(self.upgrade_schema).await?;
+            let _ = self.schema.set(());
+        }
+        Ok(())
     }
 
     /// A pooled connection on a schema this host knows, or why there is
@@ -368,14 +384,14 @@ impl PostgresStore {
             };
         }
         // The driver's own errors: those about the connection mean the
-        // database is not there; the rest (a row count, a conversion) are
-        // the host's or the schema's.
+        // database is not there; the rest (a row count, a conversion, a
+        // failed TLS handshake, which is a certificate or a setting to
+        // fix, not an outage to wait out) are errors.
         let text = e.to_string();
         let connection = e.is_closed()
             || [
                 "error communicating",
                 "error connecting",
-                "error performing TLS",
                 "timeout",
                 "connection closed",
             ]
@@ -479,6 +495,11 @@ impl PostgresStore {
             .collect())
     }
 
+    /// Whether the last operation reached the database.
+    pub fn reachable(&self) -> bool {
+        *self.reachable.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Every change from here on: `Err` with why when the database is lost,
     /// `Ok` when it answers again.
     pub fn reachability(&self) -> tokio::sync::broadcast::Receiver<Result<(), String>> {
@@ -522,7 +543,8 @@ fn tls_config(root_cert: Option<String>) -> Result<tokio_rustls::rustls::ClientC
 
 /// Takes libpq's TLS options that the driver does not know out of a
 /// `postgres://` URL: `sslrootcert=PATH` (returned) and `sslmode=verify-ca`
-/// or `verify-full`, which become `require` (the host always verifies).
+/// or `verify-full`, which become `require` (the host always verifies). A
+/// CA given means TLS, unless `sslmode=disable` says otherwise.
 fn take_tls_options(url: &str) -> (String, Option<String>) {
     let Some((base, query)) = url.split_once('?') else {
         return (url.to_string(), None);
@@ -541,6 +563,14 @@ fn take_tls_options(url: &str) -> (String, Option<String>) {
             Some(("sslmode", "verify-ca" | "verify-full")) => kept.push("sslmode=require"),
             _ => kept.push(pair),
         }
+    }
+    if root_cert.is_some()
+        && !kept
+            .iter()
+            .any(|p| p.starts_with("sslmode=") && *p != "sslmode=prefer")
+    {
+        kept.retain(|p| !p.starts_with("sslmode="));
+        kept.push("sslmode=require");
     }
     if kept.is_empty() {
         (base.to_string(), root_cert)
@@ -868,7 +898,7 @@ impl Store for PostgresStore {
         // still share one write window.
         let lock = tx
             .prepare_cached(&format!(
-                "SELECT {TASK_COLUMNS}, extract(epoch FROM now())::BIGINT
+                "SELECT {TASK_COLUMNS}, extract(epoch FROM statement_timestamp())::BIGINT
                  FROM task WHERE id = $1 FOR UPDATE"
             ))
             .await
@@ -1360,7 +1390,14 @@ mod tests {
         );
         assert_eq!(
             super::take_tls_options("postgres://u@db/x?sslrootcert=ca.pem"),
-            ("postgres://u@db/x".to_string(), Some("ca.pem".to_string()))
+            (
+                "postgres://u@db/x?sslmode=require".to_string(),
+                Some("ca.pem".to_string())
+            )
+        );
+        assert_eq!(
+            super::take_tls_options("postgres://u@db/x?sslmode=disable&sslrootcert=ca.pem").0,
+            "postgres://u@db/x?sslmode=disable"
         );
     }
 

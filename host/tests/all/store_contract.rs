@@ -293,7 +293,7 @@ async fn a_url_that_asks_for_tls_gets_a_verified_connection() {
     let unverified =
         PostgresStore::connect(&format!("{base}?sslmode=require"), PoolSettings::default()).await;
     assert!(
-        matches!(&unverified, Err(StoreError::Unavailable(e)) if e.contains("TLS")),
+        matches!(&unverified, Err(StoreError::Database(e)) if e.contains("TLS")),
         "{:?}",
         unverified.err()
     );
