@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::Bench;
 use crate::client::{Call, Era, HttpClient};
 use crate::common::postgres::Postgres;
-use crate::common::{HttpHost, cpu_time, scratch_manifest};
+use crate::common::{HttpHost, cpu_time, open_task_with_env, scratch_manifest};
 use crate::http::{Load, client_runtime, run_clients};
 use crate::report::{Figure, Target};
 
@@ -117,37 +117,12 @@ fn open_tasks(
     count: usize,
 ) -> Vec<String> {
     (0..count)
-        .map(|_| open_task(bench, manifest, env))
+        .map(|_| {
+            // Read calls need no grant, but a bound call is charged; a task
+            // needs one grant all the same.
+            open_task_with_env(&bench.binary, manifest, &["helpdesk_ticket_answer"], env)
+        })
         .collect()
-}
-
-/// Opens a task (read calls need no grant, but a bound call is charged)
-/// on the store `env` names, and returns its token.
-fn open_task(bench: &Bench, manifest: &std::path::Path, env: &[(String, String)]) -> String {
-    let out = std::process::Command::new(&bench.binary)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .args([
-            "task",
-            "open",
-            "--json",
-            "--purpose",
-            "benchmark",
-            "--ttl",
-            "1h",
-            "--grant",
-            "helpdesk_ticket_answer",
-            "--manifest",
-        ])
-        .arg(manifest)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let opened: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    opened["token"].as_str().unwrap().to_string()
 }
 
 /// A load spread over several hosts, and their CPU.

@@ -81,7 +81,18 @@ pub fn scratch_manifest(root: &Path, manifest: &Path, scratch: &Path) -> PathBuf
 /// Opens a task granting `grants` with `toolhost task open --json` and
 /// returns its token.
 pub fn open_task(binary: &Path, manifest: &Path, grants: &[&str]) -> String {
+    open_task_with_env(binary, manifest, grants, &[])
+}
+
+/// [`open_task`] on the store that `env` names (e.g. a PostgreSQL one).
+pub fn open_task_with_env(
+    binary: &Path,
+    manifest: &Path,
+    grants: &[&str],
+    env: &[(String, String)],
+) -> String {
     let mut command = Command::new(binary);
+    command.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     command.args([
         "task",
         "open",

@@ -147,8 +147,14 @@ impl Trail {
     /// The newest checkpoint in the trail's file, as a hook would have
     /// been given it; `None` before the first.
     pub fn newest_checkpoint(&self) -> Option<SignedCheckpoint> {
-        let text = fs::read_to_string(self.dir.join(CHECKPOINTS)).ok()?;
-        // The last whole one: a crash may have cut the very last line.
+        // Only the file's end is read: it grows by a line a minute for as
+        // long as the trail lives.
+        let mut file = File::open(self.dir.join(CHECKPOINTS)).ok()?;
+        let len = file.metadata().ok()?.len();
+        let tail = read_tail(&mut file, len).ok()?;
+        let text = String::from_utf8_lossy(&tail);
+        // The last whole one: a crash may have cut the very last line, and
+        // the window's first line may be a part.
         let (line, value) = text
             .lines()
             .rev()

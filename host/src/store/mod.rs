@@ -106,6 +106,23 @@ impl Task {
     pub fn pre_approves(&self, tool: &str) -> bool {
         self.pre_approved.iter().any(|g| g == tool)
     }
+
+    /// Why the task cannot pay for a call of `tool` at time `at` (`writes`:
+    /// a write or destructive call), before the write rate and approvals
+    /// are looked at; `None` if it can so far. Both backends ask this under
+    /// their lock.
+    pub(crate) fn refusal(&self, at: UnixSecs, tool: &str, writes: bool) -> Option<ChargeRefusal> {
+        match self.state(at) {
+            TaskState::Open => {}
+            closed => return Some(ChargeRefusal::Closed(closed)),
+        }
+        if writes && !self.grants(tool) {
+            return Some(ChargeRefusal::NotGranted);
+        }
+        self.max_calls
+            .filter(|&max| self.calls_used >= max)
+            .map(|max_calls| ChargeRefusal::CallsExhausted { max_calls })
+    }
 }
 
 /// What an operator asks for when opening a task. The caller has checked
@@ -455,4 +472,21 @@ fn json_list(items: &[String]) -> String {
 
 fn ttl_secs(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2)
+}
+
+/// A plugin's bytes of keys and values once `key` holds `value` instead of
+/// `current`, given `used` now; refused past `quota`.
+fn usage_after(
+    used: i64,
+    key: &str,
+    current: Option<&str>,
+    value: &str,
+    quota: u64,
+) -> Result<u64, StateError> {
+    let freed = current.map_or(0, |v| key.len() + v.len()) as u64;
+    let after = (used.max(0) as u64).saturating_sub(freed) + (key.len() + value.len()) as u64;
+    if after > quota {
+        return Err(StateError::QuotaExceeded);
+    }
+    Ok(after)
 }

@@ -18,7 +18,7 @@ use super::token::{self, TaskToken};
 use super::{
     APPROVED_FOR_SECS, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Charged,
     Decision, MAX_PENDING_PER_TASK, NewTask, StateError, Store, StoreError, Task, TaskState,
-    UnixSecs, json_list, now, operator, random_id, ttl_secs, valid_state_key,
+    UnixSecs, json_list, now, operator, random_id, ttl_secs, usage_after, valid_state_key,
 };
 
 /// The file name inside `state_dir`.
@@ -420,19 +420,8 @@ impl Store for SqliteStore {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let at = now();
         let task = load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
-        let refusal = match task.state(at) {
-            TaskState::Open => None,
-            closed => Some(ChargeRefusal::Closed(closed)),
-        };
         let writes = charge != Charge::Read;
-        let refusal =
-            refusal.or_else(|| (writes && !task.grants(tool)).then_some(ChargeRefusal::NotGranted));
-        let refusal = refusal.or_else(|| {
-            task.max_calls
-                .filter(|&max| task.calls_used >= max)
-                .map(|max_calls| ChargeRefusal::CallsExhausted { max_calls })
-        });
-        if let Some(refusal) = refusal {
+        if let Some(refusal) = task.refusal(at, tool, writes) {
             return Ok(Err(refusal));
         }
         if writes {
@@ -776,11 +765,7 @@ impl SqliteStore {
             .optional()
             .map_err(unavailable)?
             .unwrap_or(0);
-        let freed = current.as_ref().map_or(0, |v| key.len() + v.len()) as u64;
-        let after = (used.max(0) as u64).saturating_sub(freed) + (key.len() + value.len()) as u64;
-        if after > quota {
-            return Err(StateError::QuotaExceeded);
-        }
+        let after = usage_after(used, key, current.as_deref(), value, quota)?;
         tx.execute(
             "INSERT INTO plugin_state (plugin, key, value) VALUES (?1, ?2, ?3)
              ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value",

@@ -1,0 +1,648 @@
+//! The [`Store`] methods: each a transaction, locks taken task before
+//! approval (see the module docs of `store::postgres`).
+
+use std::time::Duration;
+
+use super::PostgresStore;
+use super::rows::{
+    APPROVAL_COLUMNS, TASK_COLUMN_COUNT, TASK_COLUMNS, approval_from_row, load_approval, load_task,
+    lock_usage, state_unavailable, task_from_row, text, utf8,
+};
+use crate::store::token::{self, TaskToken};
+use crate::store::{
+    APPROVED_FOR_SECS, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Charged,
+    Decision, MAX_PENDING_PER_TASK, NewTask, StateError, Store, StoreError, Task, TaskState,
+    json_list, now, operator, random_id, ttl_secs, usage_after, valid_state_key,
+};
+
+#[async_trait::async_trait]
+impl Store for PostgresStore {
+    async fn open_task(&self, new: NewTask) -> Result<(Task, TaskToken), StoreError> {
+        let (token, record) = token::issue().map_err(|e| StoreError::Random(e.to_string()))?;
+        let id = random_id("task")?;
+        let at = now();
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO task (id, purpose, opened_by, opened_at, expires_at, grants,
+                                   pre_approved, max_calls, writes_per_hour, token_id,
+                                   token_sha256, operator_approval)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                &[
+                    &id,
+                    &text(&new.purpose),
+                    &text(&new.opened_by),
+                    &at,
+                    &at.saturating_add(ttl_secs(new.ttl)),
+                    &json_list(&new.grants),
+                    &json_list(&new.pre_approved),
+                    &new.max_calls.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+                    &new.writes_per_hour.map(i64::from),
+                    &record.id,
+                    &record.secret_sha256,
+                    &new.operator_approval,
+                ],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        let task = load_task(self, &client, &id, false)
+            .await?
+            .ok_or_else(|| StoreError::NoTask(id.clone()))?;
+        Ok((task, token))
+    }
+
+    async fn ad_hoc_task(
+        &self,
+        id: &str,
+        grants: &[String],
+        ttl: Duration,
+    ) -> Result<Task, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.failed(e))?;
+        let at = now();
+        let expires = at.saturating_add(ttl_secs(ttl));
+        // A racing second `serve --task` with the same id waits here.
+        tx.execute(
+            "INSERT INTO task (id, purpose, opened_by, opened_at, expires_at, grants,
+                               pre_approved, ad_hoc)
+             VALUES ($1, 'ad-hoc task of toolhost serve --task', $2, $3, $4, $5, '[]', true)
+             ON CONFLICT (id) DO NOTHING",
+            &[&id, &operator(), &at, &expires, &json_list(grants)],
+        )
+        .await
+        .map_err(|e| self.failed(e))?;
+        let task = load_task(self, &tx, id, true)
+            .await?
+            .ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        if !task.ad_hoc {
+            return Err(StoreError::TaskExists(id.to_string()));
+        }
+        if task.revoked_at.is_some() {
+            return Err(StoreError::TaskClosed {
+                id: id.to_string(),
+                state: TaskState::Revoked,
+                what: "a revoked task cannot be served again",
+            });
+        }
+        tx.execute(
+            "UPDATE task SET grants = $2, expires_at = $3 WHERE id = $1",
+            &[&id, &json_list(grants), &expires],
+        )
+        .await
+        .map_err(|e| self.failed(e))?;
+        let task = load_task(self, &tx, id, false)
+            .await?
+            .ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        tx.commit().await.map_err(|e| self.failed(e))?;
+        Ok(task)
+    }
+
+    async fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        let client = self.client().await?;
+        load_task(self, &client, id, false).await
+    }
+
+    async fn tasks(&self) -> Result<Vec<Task>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!("SELECT {TASK_COLUMNS} FROM task ORDER BY opened_at DESC, id"),
+                &[],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        rows.iter().map(task_from_row).collect()
+    }
+
+    async fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.failed(e))?;
+        let changed = tx
+            .execute(
+                "UPDATE task SET revoked_at = $2, revoked_by = $3
+                 WHERE id = $1 AND revoked_at IS NULL",
+                &[&id, &now(), &text(by)],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        // Questions to a human about a task that is over would only mislead.
+        tx.execute(
+            "UPDATE approval SET state = 'expired', settled = true
+             WHERE task_id = $1 AND state IN ('pending', 'approved')",
+            &[&id],
+        )
+        .await
+        .map_err(|e| self.failed(e))?;
+        let task = load_task(self, &tx, id, false)
+            .await?
+            .ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        tx.commit().await.map_err(|e| self.failed(e))?;
+        if changed == 0 {
+            tracing::info!(task = id, "task was already revoked");
+        }
+        Ok(task)
+    }
+
+    async fn extend_task(&self, id: &str, ttl: Duration, _by: &str) -> Result<Task, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.failed(e))?;
+        let task = load_task(self, &tx, id, true)
+            .await?
+            .ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        if task.revoked_at.is_some() {
+            return Err(StoreError::TaskClosed {
+                id: id.to_string(),
+                state: TaskState::Revoked,
+                what: "a revoked task cannot be extended; open a new one",
+            });
+        }
+        tx.execute(
+            "UPDATE task SET expires_at = $2 WHERE id = $1",
+            &[&id, &now().saturating_add(ttl_secs(ttl))],
+        )
+        .await
+        .map_err(|e| self.failed(e))?;
+        let task = load_task(self, &tx, id, false)
+            .await?
+            .ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+        tx.commit().await.map_err(|e| self.failed(e))?;
+        Ok(task)
+    }
+
+    async fn authenticate(&self, presented: &str) -> Result<Option<Task>, StoreError> {
+        let Some((token_id, secret)) = token::parse(presented) else {
+            return Ok(None);
+        };
+        let client = self.client().await?;
+        // One round trip: every HTTP request with a token asks this.
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS}, token_sha256 FROM task WHERE token_id = $1"
+            ))
+            .await
+            .map_err(|e| self.failed(e))?;
+        let Some(row) = client
+            .query_opt(&statement, &[&token_id])
+            .await
+            .map_err(|e| self.failed(e))?
+        else {
+            return Ok(None);
+        };
+        let stored: Vec<u8> = row.get(TASK_COLUMN_COUNT);
+        if !token::matches(secret, &stored) {
+            return Ok(None);
+        }
+        task_from_row(&row).map(Some)
+    }
+
+    async fn charge(
+        &self,
+        task_id: &str,
+        tool: &str,
+        charge: Charge<'_>,
+    ) -> Result<Result<Charged, ChargeRefusal>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.failed(e))?;
+        let fail = |e| self.failed(e);
+        // The task's row lock orders this charge after every other one of
+        // the same task, on any replica; what follows reads their results.
+        // The time is the database's, so that replicas whose clocks differ
+        // still share one write window.
+        let lock = tx
+            .prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS}, extract(epoch FROM statement_timestamp())::BIGINT
+                 FROM task WHERE id = $1 FOR UPDATE"
+            ))
+            .await
+            .map_err(fail)?;
+        let row = tx
+            .query_opt(&lock, &[&task_id])
+            .await
+            .map_err(fail)?
+            .ok_or_else(|| StoreError::NoTask(task_id.into()))?;
+        let task = task_from_row(&row)?;
+        let at: i64 = row.get(TASK_COLUMN_COUNT);
+        let writes = charge != Charge::Read;
+        if let Some(refusal) = task.refusal(at, tool, writes) {
+            return Ok(Err(refusal));
+        }
+        if writes {
+            let forget = tx
+                .prepare_cached("DELETE FROM task_write WHERE task_id = $1 AND at <= $2")
+                .await
+                .map_err(fail)?;
+            tx.execute(&forget, &[&task_id, &(at - 3600)])
+                .await
+                .map_err(fail)?;
+            if let Some(per_hour) = task.writes_per_hour {
+                let count = tx
+                    .prepare_cached("SELECT count(*) FROM task_write WHERE task_id = $1")
+                    .await
+                    .map_err(fail)?;
+                let recent: i64 = tx
+                    .query_one(&count, &[&task_id])
+                    .await
+                    .map_err(fail)?
+                    .get(0);
+                if recent >= i64::from(per_hour) {
+                    return Ok(Err(ChargeRefusal::WriteRateExhausted { per_hour }));
+                }
+            }
+            let insert = tx
+                .prepare_cached("INSERT INTO task_write (task_id, at) VALUES ($1, $2)")
+                .await
+                .map_err(fail)?;
+            tx.execute(&insert, &[&task_id, &at]).await.map_err(fail)?;
+        }
+        let mut approval = None;
+        if let Charge::Destructive { binding } = charge
+            && !task.pre_approves(tool)
+        {
+            let used = tx
+                .query_opt(
+                    "UPDATE approval SET state = 'used', settled = true
+                     WHERE id = (SELECT id FROM approval
+                                 WHERE task_id = $1 AND binding = $2 AND state = 'approved'
+                                   AND NOT settled AND expires_at > $3
+                                 ORDER BY requested_at LIMIT 1)
+                       AND state = 'approved' AND NOT settled
+                     RETURNING id",
+                    &[&task_id, &binding, &at],
+                )
+                .await
+                .map_err(fail)?;
+            let Some(used) = used else {
+                return Ok(Err(ChargeRefusal::ApprovalMissing));
+            };
+            approval = Some(used.get(0));
+        }
+        let spend = tx
+            .prepare_cached(&format!(
+                "UPDATE task SET calls_used = calls_used + 1 WHERE id = $1 RETURNING {TASK_COLUMNS}"
+            ))
+            .await
+            .map_err(fail)?;
+        let task = task_from_row(&tx.query_one(&spend, &[&task_id]).await.map_err(fail)?)?;
+        tx.commit().await.map_err(fail)?;
+        Ok(Ok(Charged { task, approval }))
+    }
+
+    async fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.failed(e))?;
+        let fail = |e| self.failed(e);
+        let at = now();
+        // The same call asked on two replicas at once must make one
+        // question, and the pending cap must hold: both under the task's lock.
+        load_task(self, &tx, &request.task_id, true)
+            .await?
+            .ok_or_else(|| StoreError::NoTask(request.task_id.clone()))?;
+        let existing = tx
+            .query_opt(
+                "SELECT id FROM approval
+                 WHERE task_id = $1 AND binding = $2 AND NOT settled AND expires_at > $3
+                   AND state IN ('pending', 'approved')
+                 ORDER BY requested_at DESC LIMIT 1",
+                &[&request.task_id, &request.binding, &at],
+            )
+            .await
+            .map_err(fail)?;
+        let id: String = match existing {
+            Some(row) => row.get(0),
+            None => {
+                let waiting: i64 = tx
+                    .query_one(
+                        "SELECT count(*) FROM approval
+                         WHERE task_id = $1 AND state = 'pending' AND expires_at > $2",
+                        &[&request.task_id, &at],
+                    )
+                    .await
+                    .map_err(fail)?
+                    .get(0);
+                let waiting = usize::try_from(waiting).unwrap_or(usize::MAX);
+                if waiting >= MAX_PENDING_PER_TASK {
+                    return Err(StoreError::TooManyPending(request.task_id, waiting));
+                }
+                let id = random_id("ap")?;
+                tx.execute(
+                    "INSERT INTO approval (id, task_id, tool, binding, arguments, summary, state,
+                                           requested_at, expires_at, operator_only)
+                     VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9)",
+                    &[
+                        &id,
+                        &request.task_id,
+                        &request.tool,
+                        &request.binding,
+                        &request.arguments.to_string(),
+                        &text(&request.summary),
+                        &at,
+                        &at.saturating_add(ttl_secs(request.ttl)),
+                        &request.operator_only,
+                    ],
+                )
+                .await
+                .map_err(fail)?;
+                id
+            }
+        };
+        let approval = load_approval(self, &tx, &id, false)
+            .await?
+            .ok_or(StoreError::NoApproval(id))?;
+        tx.commit().await.map_err(fail)?;
+        Ok(approval)
+    }
+
+    async fn decide(
+        &self,
+        id: &str,
+        decision: Decision,
+        by: &str,
+        channel: &str,
+    ) -> Result<Approval, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.failed(e))?;
+        // Two people deciding at once on two replicas: the second waits for
+        // the first's row and then finds it decided.
+        let approval = load_approval(self, &tx, id, true)
+            .await?
+            .ok_or_else(|| StoreError::NoApproval(id.into()))?;
+        if approval.state != ApprovalState::Pending {
+            return Err(StoreError::AlreadyDecided {
+                id: id.into(),
+                state: approval.state,
+            });
+        }
+        let at = now();
+        let (state, expires_at) = match decision {
+            Decision::Approve => ("approved", at + APPROVED_FOR_SECS),
+            Decision::Deny => ("denied", approval.expires_at),
+        };
+        tx.execute(
+            "UPDATE approval SET state = $2, expires_at = $3, decided_at = $4, decided_by = $5,
+                                 channel = $6
+             WHERE id = $1",
+            &[&id, &state, &expires_at, &at, &text(by), &text(channel)],
+        )
+        .await
+        .map_err(|e| self.failed(e))?;
+        let approval = load_approval(self, &tx, id, false)
+            .await?
+            .ok_or_else(|| StoreError::NoApproval(id.into()))?;
+        tx.commit().await.map_err(|e| self.failed(e))?;
+        Ok(approval)
+    }
+
+    async fn take_denial(
+        &self,
+        task_id: &str,
+        binding: &str,
+    ) -> Result<Option<Approval>, StoreError> {
+        let client = self.client().await?;
+        // One statement: of two replicas taking the same denial, the second
+        // re-checks `settled` after the first commits and takes nothing.
+        let taken = client
+            .query_opt(
+                "UPDATE approval SET settled = true
+                 WHERE id = (SELECT id FROM approval
+                             WHERE task_id = $1 AND binding = $2 AND state = 'denied'
+                               AND NOT settled
+                             ORDER BY requested_at DESC LIMIT 1)
+                   AND NOT settled
+                 RETURNING id",
+                &[&task_id, &binding],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        match taken {
+            Some(row) => load_approval(self, &client, row.get(0), false).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
+        let client = self.client().await?;
+        load_approval(self, &client, id, false).await
+    }
+
+    async fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError> {
+        let filter = if pending_only {
+            "WHERE state = 'pending' AND expires_at > $1"
+        } else {
+            "WHERE $1::BIGINT IS NOT NULL"
+        };
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approval {filter} ORDER BY requested_at DESC, id"
+                ),
+                &[&now()],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(rows.iter().map(approval_from_row).collect())
+    }
+
+    async fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
+        if !valid_state_key(key) {
+            return Err(StateError::InvalidKey);
+        }
+        let client = self.client().await.map_err(state_unavailable)?;
+        let statement = client
+            .prepare_cached("SELECT value FROM plugin_state WHERE plugin = $1 AND key = $2")
+            .await
+            .map_err(|e| self.state_failed(e))?;
+        client
+            .query_opt(&statement, &[&plugin, &key])
+            .await
+            .map_err(|e| self.state_failed(e))?
+            .map(|r| utf8(r.get(0)))
+            .transpose()
+    }
+
+    async fn state_set(
+        &self,
+        plugin: &str,
+        key: &str,
+        value: &str,
+        quota: u64,
+    ) -> Result<(), StateError> {
+        self.write_state(plugin, key, None, value, quota)
+            .await
+            .map(|_| ())
+    }
+
+    async fn state_compare_and_set(
+        &self,
+        plugin: &str,
+        key: &str,
+        expected: Option<&str>,
+        value: &str,
+        quota: u64,
+    ) -> Result<bool, StateError> {
+        self.write_state(plugin, key, Some(expected), value, quota)
+            .await
+    }
+
+    async fn state_delete(&self, plugin: &str, key: &str) -> Result<bool, StateError> {
+        if !valid_state_key(key) {
+            return Err(StateError::InvalidKey);
+        }
+        let mut client = self.client().await.map_err(state_unavailable)?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| self.state_failed(e))?;
+        let fail = |e| self.state_failed(e);
+        lock_usage(self, &tx, plugin).await?;
+        let freed = tx
+            .query_opt(
+                "DELETE FROM plugin_state WHERE plugin = $1 AND key = $2
+                 RETURNING (octet_length(key) + octet_length(value))::BIGINT",
+                &[&plugin, &key],
+            )
+            .await
+            .map_err(fail)?
+            .map(|r| r.get::<_, i64>(0));
+        if let Some(freed) = freed {
+            tx.execute(
+                "UPDATE plugin_usage SET bytes = greatest(bytes - $2, 0) WHERE plugin = $1",
+                &[&plugin, &freed],
+            )
+            .await
+            .map_err(fail)?;
+        }
+        tx.commit().await.map_err(fail)?;
+        Ok(freed.is_some())
+    }
+
+    async fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError> {
+        let client = self.client().await.map_err(state_unavailable)?;
+        // A range scan in byte order (the column's collation) rather than
+        // LIKE, which would treat `%` and `_` in the prefix as wildcards.
+        let rows = client
+            .query(
+                "SELECT key FROM plugin_state
+                 WHERE plugin = $1 AND key >= $2 AND starts_with(key, $2)
+                 ORDER BY key",
+                &[&plugin, &prefix],
+            )
+            .await
+            .map_err(|e| self.state_failed(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .take_while(|key| key.starts_with(prefix))
+            .collect())
+    }
+
+    async fn state_rename(
+        &self,
+        plugin: &str,
+        from: &str,
+        to: &str,
+        _by: &str,
+    ) -> Result<(), StoreError> {
+        if !valid_state_key(to) {
+            return Err(StoreError::InvalidKey(to.into()));
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.failed(e))?;
+        let fail = |e| self.failed(e);
+        tx.execute(
+            "INSERT INTO plugin_usage (plugin, bytes) VALUES ($1, 0) ON CONFLICT (plugin) DO NOTHING",
+            &[&plugin],
+        )
+        .await
+        .map_err(fail)?;
+        tx.execute(
+            "SELECT 1 FROM plugin_usage WHERE plugin = $1 FOR UPDATE",
+            &[&plugin],
+        )
+        .await
+        .map_err(fail)?;
+        let taken = tx
+            .query_opt(
+                "SELECT 1 FROM plugin_state WHERE plugin = $1 AND key = $2",
+                &[&plugin, &to],
+            )
+            .await
+            .map_err(fail)?;
+        if taken.is_some() {
+            return Err(StoreError::KeyExists(to.into()));
+        }
+        let moved = tx
+            .execute(
+                "UPDATE plugin_state SET key = $3 WHERE plugin = $1 AND key = $2",
+                &[&plugin, &from, &to],
+            )
+            .await
+            .map_err(fail)?;
+        if moved == 0 {
+            return Err(StoreError::NoKey(from.into()));
+        }
+        // An operator's move may take the plugin past its quota; the
+        // plugin's next write then fails, which is the operator's call.
+        let grown = to.len() as i64 - from.len() as i64;
+        tx.execute(
+            "UPDATE plugin_usage SET bytes = greatest(bytes + $2, 0) WHERE plugin = $1",
+            &[&plugin, &grown],
+        )
+        .await
+        .map_err(fail)?;
+        tx.commit().await.map_err(fail)
+    }
+}
+
+impl PostgresStore {
+    /// `set` is a compare-and-set that does not compare (`expected` = None).
+    async fn write_state(
+        &self,
+        plugin: &str,
+        key: &str,
+        expected: Option<Option<&str>>,
+        value: &str,
+        quota: u64,
+    ) -> Result<bool, StateError> {
+        if !valid_state_key(key) {
+            return Err(StateError::InvalidKey);
+        }
+        let mut client = self.client().await.map_err(state_unavailable)?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| self.state_failed(e))?;
+        let fail = |e| self.state_failed(e);
+        let used = lock_usage(self, &tx, plugin).await?;
+        let current: Option<String> = tx
+            .query_opt(
+                "SELECT value FROM plugin_state WHERE plugin = $1 AND key = $2",
+                &[&plugin, &key],
+            )
+            .await
+            .map_err(fail)?
+            .map(|r| utf8(r.get(0)))
+            .transpose()?;
+        if let Some(expected) = expected
+            && expected != current.as_deref()
+        {
+            return Ok(false);
+        }
+        let after = usage_after(used, key, current.as_deref(), value, quota)?;
+        tx.execute(
+            "INSERT INTO plugin_state (plugin, key, value) VALUES ($1, $2, $3)
+             ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value",
+            &[&plugin, &key, &value.as_bytes()],
+        )
+        .await
+        .map_err(fail)?;
+        tx.execute(
+            "UPDATE plugin_usage SET bytes = $2 WHERE plugin = $1",
+            &[&plugin, &i64::try_from(after).unwrap_or(i64::MAX)],
+        )
+        .await
+        .map_err(fail)?;
+        tx.commit().await.map_err(fail)?;
+        Ok(true)
+    }
+}
