@@ -19,7 +19,7 @@ use crate::manifest::{InstanceMode, RiskClass, ToolName};
 use crate::policy::{self, Denial};
 use crate::queue::{Full, Place};
 use crate::sandbox::{CallContext, SandboxError, ToolError};
-use crate::session::{Session, Transport};
+use crate::session::{LiveSessions, Session, Transport};
 use crate::store::{ApprovalRequest, Charge, ChargeRefusal, Store, StoreError, TaskState, rfc3339};
 
 /// Guest-controlled: a plugin's error message is cut to this many bytes.
@@ -43,9 +43,21 @@ pub struct Toolhost {
     expired: Mutex<HashSet<String>>,
     /// Calls between their start and their outcome record.
     in_flight: AtomicUsize,
+    /// The MCP sessions open on this process, for the console.
+    pub sessions: LiveSessions,
+    /// The console's base URL, when one is served: approval links start
+    /// with it.
+    pub console_url: std::sync::OnceLock<String>,
 }
 
 impl Toolhost {
+    /// The console page of an approval, if a console is served.
+    pub fn approval_page(&self, id: &str) -> Option<String> {
+        self.console_url
+            .get()
+            .map(|base| format!("{base}/approvals/{id}"))
+    }
+
     pub fn new(catalog: Catalog, store: Arc<dyn Store>, audit: Audit) -> Toolhost {
         Toolhost {
             catalog,
@@ -54,6 +66,8 @@ impl Toolhost {
             task_sessions: Mutex::new(HashMap::new()),
             expired: Mutex::new(HashSet::new()),
             in_flight: AtomicUsize::new(0),
+            sessions: LiveSessions::default(),
+            console_url: std::sync::OnceLock::new(),
         }
     }
 
@@ -296,15 +310,15 @@ impl Toolhost {
                 tool: tool.name.clone(),
                 full,
             })?;
-        let grant =
-            self.admit(tool, task, arguments)
-                .await
-                .map_err(|denial| CallError::Denied {
-                    tool: tool.name.clone(),
-                    risk: tool.risk,
-                    denial,
-                    task: task.map(str::to_string),
-                })?;
+        let grant = self
+            .admit(session, tool, task, arguments)
+            .await
+            .map_err(|denial| CallError::Denied {
+                tool: tool.name.clone(),
+                risk: tool.risk,
+                denial,
+                task: task.map(str::to_string),
+            })?;
         record.grant = grant;
         if acts {
             self.audit
@@ -331,6 +345,7 @@ impl Toolhost {
     /// trail: `task`, `pre_approved` or `approval:<id>`.
     async fn admit(
         &self,
+        session: &Session,
         tool: &CatalogTool,
         task: Option<&str>,
         arguments: &Value,
@@ -382,9 +397,9 @@ impl Toolhost {
             (ChargeRefusal::WriteRateExhausted { per_hour }, _) => {
                 Err(Denial::WriteRateExhausted { per_hour })
             }
-            (ChargeRefusal::ApprovalMissing, Some(binding)) => {
-                Err(self.approval_needed(tool, task, &binding, arguments).await)
-            }
+            (ChargeRefusal::ApprovalMissing, Some(binding)) => Err(self
+                .approval_needed(session, tool, task, &binding, arguments)
+                .await),
             (ChargeRefusal::ApprovalMissing, None) => Err(Denial::StoreUnavailable(
                 "the store asked for an approval of a call that needs none".into(),
             )),
@@ -414,6 +429,7 @@ impl Toolhost {
     /// every repetition of the same call).
     async fn approval_needed(
         &self,
+        session: &Session,
         tool: &CatalogTool,
         task: &str,
         binding: &str,
@@ -446,6 +462,8 @@ impl Toolhost {
             summary,
             ttl: APPROVAL_TTL,
             operator_only: task_record.operator_approval,
+            in_client: task_record.approve_in_client,
+            asked_by: Some(session.asker()),
         };
         match self.store.request_approval(request).await {
             Ok(approval) => Denial::ApprovalRequired(Box::new(approval)),

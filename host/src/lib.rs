@@ -11,6 +11,7 @@ pub mod audit;
 pub mod bearer;
 pub mod catalog;
 pub mod cli;
+pub mod console;
 pub mod dispatch;
 pub mod gate;
 pub mod inspect;

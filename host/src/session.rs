@@ -7,7 +7,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use crate::audit::{Audit, Event};
 use crate::queue::Tenant;
@@ -40,15 +41,75 @@ impl Transport {
     }
 }
 
+/// Who is on the other end of a session, as its client said at
+/// `initialize` (the host cannot check it), and the task it is bound to.
+#[derive(Debug, Clone, Default)]
+pub struct Peer {
+    pub client: Option<String>,
+    pub client_version: Option<String>,
+    pub protocol: Option<String>,
+    pub task: Option<String>,
+}
+
 /// One session's identity and per-session plugin instances.
 pub struct Session {
     id: Arc<str>,
     transport: Transport,
     slots: Mutex<HashMap<usize, InstanceSlot>>,
     calls: AtomicU64,
+    started: Instant,
+    /// Milliseconds from `started` to the latest call.
+    last_call_ms: AtomicU64,
     /// Set once the session's opening is recorded; its closing is recorded
     /// on drop.
-    opened: OnceLock<Audit>,
+    opened: OnceLock<(Audit, Peer)>,
+}
+
+/// A live session as the console lists it.
+#[derive(Debug, Clone)]
+pub struct SessionView {
+    pub id: String,
+    pub transport: Transport,
+    pub peer: Peer,
+    pub calls: u64,
+    pub age: Duration,
+    pub idle: Duration,
+}
+
+/// The opened sessions of this process, for the console. Entries are weak:
+/// a session ends when its transport drops it, and the list forgets it.
+#[derive(Default)]
+pub struct LiveSessions {
+    sessions: Mutex<HashMap<Arc<str>, Weak<Session>>>,
+}
+
+impl LiveSessions {
+    pub fn add(&self, session: &Arc<Session>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.retain(|_, s| s.strong_count() > 0);
+        sessions.insert(session.id.clone(), Arc::downgrade(session));
+    }
+
+    /// The live ones, oldest first.
+    pub fn list(&self) -> Vec<SessionView> {
+        let live: Vec<Arc<Session>> = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions.retain(|_, s| s.strong_count() > 0);
+            sessions.values().filter_map(Weak::upgrade).collect()
+        };
+        let mut views: Vec<SessionView> = live.iter().map(|s| s.view()).collect();
+        views.sort_by_key(|v| std::cmp::Reverse(v.age));
+        views
+    }
+
+    /// How many are live, by transport name.
+    pub fn count_by_transport(&self) -> HashMap<&'static str, usize> {
+        let mut counts = HashMap::new();
+        for view in self.list() {
+            *counts.entry(view.transport.as_str()).or_default() += 1;
+        }
+        counts
+    }
 }
 
 impl Session {
@@ -59,6 +120,8 @@ impl Session {
             transport,
             slots: Mutex::new(HashMap::new()),
             calls: AtomicU64::new(0),
+            started: Instant::now(),
+            last_call_ms: AtomicU64::new(0),
             opened: OnceLock::new(),
         }
     }
@@ -91,14 +154,68 @@ impl Session {
     /// Counts a call for the session's closing record.
     pub fn count_call(&self) {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        let ms = self.started.elapsed().as_millis();
+        self.last_call_ms
+            .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     /// Records the session's opening (once); its closing follows on drop.
-    /// The record is built only the first time: callers may ask on every
-    /// call.
-    pub fn record_opened(&self, audit: &Audit, event: impl FnOnce() -> Event) {
-        if self.opened.set(audit.clone()).is_ok() {
-            audit.record(event());
+    /// Who is on the other end is asked only the first time: callers may
+    /// ask on every call. Returns whether this call recorded it.
+    pub fn record_opened(&self, audit: &Audit, peer: impl FnOnce() -> Peer) -> bool {
+        if self.opened.get().is_some() {
+            return false;
+        }
+        let peer = peer();
+        if self.opened.set((audit.clone(), peer.clone())).is_err() {
+            return false;
+        }
+        audit.record(Event::SessionOpened {
+            session: self.id.to_string(),
+            transport: self.transport.as_str().to_string(),
+            client: peer.client,
+            client_version: peer.client_version,
+            protocol: peer.protocol,
+            task: peer.task,
+        });
+        true
+    }
+
+    /// Who asked, in words, for an approval's record: the session and the
+    /// client as it names itself.
+    pub fn asker(&self) -> String {
+        let short: String = self.id.chars().take(8).collect();
+        match self.opened.get().and_then(|(_, p)| p.client.as_deref()) {
+            Some(client) => {
+                let client: String = client
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .take(100)
+                    .collect();
+                format!(
+                    "{} session {short}, client-reported {client:?}",
+                    self.transport.as_str()
+                )
+            }
+            None => format!("{} session {short}", self.transport.as_str()),
+        }
+    }
+
+    /// What the console shows of this session.
+    pub fn view(&self) -> SessionView {
+        let age = self.started.elapsed();
+        let last = Duration::from_millis(self.last_call_ms.load(Ordering::Relaxed));
+        SessionView {
+            id: self.id.to_string(),
+            transport: self.transport,
+            peer: self
+                .opened
+                .get()
+                .map(|(_, p)| p.clone())
+                .unwrap_or_default(),
+            calls: self.calls.load(Ordering::Relaxed),
+            age,
+            idle: age.saturating_sub(last),
         }
     }
 
@@ -114,7 +231,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if let Some(audit) = self.opened.get() {
+        if let Some((audit, _)) = self.opened.get() {
             audit.record(Event::SessionClosed {
                 session: self.id.to_string(),
                 transport: self.transport.as_str().to_string(),

@@ -99,6 +99,8 @@ pub enum Event {
         decision: String,
         by: String,
         channel: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
     },
     TaskOpened {
         task: String,
@@ -110,6 +112,8 @@ pub enum Event {
         max_calls: Option<u64>,
         writes_per_hour: Option<u32>,
         operator_approval: bool,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        approve_in_client: bool,
         ad_hoc: bool,
     },
     TaskRevoked {
@@ -130,6 +134,39 @@ pub enum Event {
         from: String,
         to: String,
         by: String,
+    },
+    OperatorAdded {
+        operator: String,
+        role: String,
+        by: String,
+    },
+    OperatorRemoved {
+        operator: String,
+        by: String,
+    },
+    OperatorPasswordChanged {
+        operator: String,
+        by: String,
+    },
+    /// A person signed in to the console.
+    ConsoleSignIn {
+        operator: String,
+        address: String,
+    },
+    /// A sign-in was refused: a wrong name or password, or too many tries.
+    ConsoleSignInRefused {
+        operator: String,
+        address: String,
+        reason: String,
+    },
+    ConsoleSignOut {
+        operator: String,
+    },
+    /// The approval webhook was sent (or given up on) for a pending approval.
+    ApprovalNotified {
+        approval: String,
+        outcome: String,
+        attempts: u32,
     },
     /// `toolhost vet` wrote the lock: what was accepted, by whom.
     PluginsVetted {

@@ -19,6 +19,8 @@ pub struct Filter {
     pub task: Option<String>,
     pub tool: Option<String>,
     pub risk: Option<String>,
+    /// A call's outcome (`ok` or an error code).
+    pub outcome: Option<String>,
 }
 
 impl Filter {
@@ -39,7 +41,10 @@ impl Filter {
                 .as_deref()
                 .is_none_or(|wanted| field(name) == Some(wanted))
         };
-        wants(&self.task, "task") && wants(&self.tool, "tool") && wants(&self.risk, "risk")
+        wants(&self.task, "task")
+            && wants(&self.tool, "tool")
+            && wants(&self.risk, "risk")
+            && wants(&self.outcome, "outcome")
     }
 }
 

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use super::{Audit, Event};
 use crate::store::{
-    Approval, ApprovalRequest, Charge, ChargeRefusal, Charged, Decision, NewTask, StateError,
-    Store, StoreError, Task, TaskToken, rfc3339,
+    Account, Approval, ApprovalRequest, Charge, ChargeRefusal, Charged, Decision, NewTask, SignIn,
+    SignInLimits, StateError, Store, StoreError, Task, TaskToken, rfc3339,
 };
 
 /// A [`Store`] that records operator decisions in the audit trail.
@@ -48,6 +48,7 @@ fn task_opened(task: &Task) -> Event {
         max_calls: task.max_calls,
         writes_per_hour: task.writes_per_hour,
         operator_approval: task.operator_approval,
+        approve_in_client: task.approve_in_client,
         ad_hoc: task.ad_hoc,
     }
 }
@@ -132,8 +133,9 @@ impl Store for AuditedStore {
         decision: Decision,
         by: &str,
         channel: &str,
+        note: Option<&str>,
     ) -> Result<Approval, StoreError> {
-        let approval = self.inner.decide(id, decision, by, channel).await?;
+        let approval = self.inner.decide(id, decision, by, channel, note).await?;
         self.record(Event::ApprovalDecided {
             approval: approval.id.clone(),
             task: approval.task_id.clone(),
@@ -141,6 +143,7 @@ impl Store for AuditedStore {
             decision: approval.state.as_str().to_string(),
             by: by.to_string(),
             channel: channel.to_string(),
+            note: note.map(str::to_string),
         })
         .await;
         Ok(approval)
@@ -213,5 +216,70 @@ impl Store for AuditedStore {
         })
         .await;
         Ok(())
+    }
+
+    async fn add_account(&self, account: &Account) -> Result<(), StoreError> {
+        self.inner.add_account(account).await?;
+        self.record(Event::OperatorAdded {
+            operator: account.name.clone(),
+            role: account.role.as_str().to_string(),
+            by: account.created_by.clone(),
+        })
+        .await;
+        Ok(())
+    }
+
+    async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+        self.inner.account(name).await
+    }
+
+    async fn accounts(&self) -> Result<Vec<Account>, StoreError> {
+        self.inner.accounts().await
+    }
+
+    async fn remove_account(&self, name: &str, by: &str) -> Result<(), StoreError> {
+        self.inner.remove_account(name, by).await?;
+        self.record(Event::OperatorRemoved {
+            operator: name.to_string(),
+            by: by.to_string(),
+        })
+        .await;
+        Ok(())
+    }
+
+    async fn set_password(
+        &self,
+        name: &str,
+        password_hash: &str,
+        by: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.set_password(name, password_hash, by).await?;
+        self.record(Event::OperatorPasswordChanged {
+            operator: name.to_string(),
+            by: by.to_string(),
+        })
+        .await;
+        Ok(())
+    }
+
+    async fn open_sign_in(
+        &self,
+        cookie_sha256: &[u8; 32],
+        operator: &str,
+        csrf: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.open_sign_in(cookie_sha256, operator, csrf).await
+    }
+
+    async fn sign_in(
+        &self,
+        cookie_sha256: &[u8; 32],
+        limits: SignInLimits,
+    ) -> Result<Option<SignIn>, StoreError> {
+        self.inner.sign_in(cookie_sha256, limits).await
+    }
+
+    async fn close_sign_in(&self, cookie_sha256: &[u8; 32]) -> Result<(), StoreError> {
+        self.inner.close_sign_in(cookie_sha256).await
     }
 }

@@ -45,7 +45,9 @@ pub(super) async fn approval(args: ApprovalArgs) -> anyhow::Result<()> {
     );
     let store = operator_store(&manifest, changes).await?;
     let decide = async |id: &str, decision| -> anyhow::Result<()> {
-        let approval = store.decide(id, decision, &cli_operator(), "cli").await?;
+        let approval = store
+            .decide(id, decision, &cli_operator(), "cli", None)
+            .await?;
         let verb = match decision {
             Decision::Approve => "approved; the same call, repeated, runs once",
             Decision::Deny => "denied",

@@ -118,6 +118,7 @@ pub(super) async fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
                 task,
                 tool,
                 risk: risk.map(|r| r.as_str().to_string()),
+                outcome: None,
             };
             let stdout = std::io::stdout();
             audit::export::export(&trails, &filter, format, &mut stdout.lock())?;

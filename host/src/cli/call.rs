@@ -13,7 +13,7 @@ use crate::audit::store::AuditedStore;
 use crate::audit::{Audit, Event};
 use crate::manifest::Manifest;
 use crate::redact::LogRedaction;
-use crate::session::{Session, Transport};
+use crate::session::{Peer, Session, Transport};
 use crate::store::Store;
 use crate::text;
 
@@ -112,9 +112,7 @@ async fn call_recorded(
         None => None,
     };
     let session = Session::new(Transport::Cli);
-    session.record_opened(&host.audit, || Event::SessionOpened {
-        session: session.id().to_string(),
-        transport: Transport::Cli.as_str().to_string(),
+    session.record_opened(&host.audit, || Peer {
         client: Some("toolhost call".to_string()),
         client_version: Some(env!("CARGO_PKG_VERSION").to_string()),
         protocol: None,

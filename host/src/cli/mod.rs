@@ -13,6 +13,7 @@ mod approval;
 mod audit;
 mod call;
 mod lint;
+mod operator;
 mod pin;
 mod plugin;
 mod serve;
@@ -29,6 +30,7 @@ pub use approval::{ApprovalArgs, ApprovalCommand};
 pub use audit::{AuditArgs, AuditCommand};
 pub use call::CallArgs;
 pub use lint::LintArgs;
+pub use operator::{OperatorArgs, OperatorCommand};
 pub use pin::PinArgs;
 pub use plugin::{PluginArgs, PluginCommand};
 pub use serve::ServeArgs;
@@ -63,6 +65,8 @@ pub enum Command {
     Task(TaskArgs),
     /// List and decide approvals of destructive calls.
     Approval(ApprovalArgs),
+    /// Add, list, remove operators (the people who sign in to the console) and set their passwords.
+    Operator(OperatorArgs),
     /// Inspect plugins' durable state and move keys (e.g. restore a note from the trash).
     State(StateArgs),
     /// Verify, export and follow the audit trail; print its public key.
@@ -117,6 +121,7 @@ pub async fn run(cli: Cli, logs: LogRedaction) -> anyhow::Result<()> {
         Command::Pin(args) => pin::pin(&args),
         Command::Task(args) => task::task(args).await,
         Command::Approval(args) => approval::approval(args).await,
+        Command::Operator(args) => operator::operator(args).await,
         Command::State(args) => state::state(args).await,
         Command::Audit(args) => audit::audit_command(args).await,
         Command::Call(args) => call::call(args, logs).await,

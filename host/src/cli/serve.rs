@@ -15,6 +15,7 @@ use crate::audit::store::AuditedStore;
 use crate::audit::trail::SignedCheckpoint;
 use crate::audit::{Audit, Event, ToolTextSha256};
 use crate::catalog;
+use crate::console::{Console, ConsoleSettings};
 use crate::dispatch::Toolhost;
 use crate::gate::Network;
 use crate::lint;
@@ -314,16 +315,40 @@ async fn serve_recorded(
             stop.cancel();
         }
     });
+    let mut console = None;
     if let (Some(addr), Some(token)) = (args.admin, admin_token) {
-        let admin = AdminServer::bind(addr, store.clone(), manifest.clone(), token)
+        let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr} for the admin API"))?;
-        let bound = admin.local_addr()?;
+        let bound = listener.local_addr()?;
+        let public_url = manifest
+            .console_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{bound}"));
+        // Approval links in replies to MCP clients point at this console.
+        let _ = host.console_url.set(public_url.clone());
+        let shown = Console::new(
+            host.clone(),
+            manifest.clone(),
+            ConsoleSettings {
+                public_url: public_url.clone(),
+                mcp_url: std::sync::OnceLock::new(),
+                lint: report.findings.clone(),
+            },
+        );
+        console = Some(shown.clone());
+        let admin = AdminServer::new(
+            listener,
+            store.clone(),
+            manifest.clone(),
+            token,
+            crate::console::router(shown),
+        );
         // On stdio, stdout is JSON-RPC's alone: the address goes to the log.
         if args.stdio {
-            tracing::info!(%bound, "admin API listening");
+            tracing::info!(%bound, console = %public_url, "admin API and console listening");
         } else {
-            println!("toolhost admin API at http://{bound}/v1");
+            println!("toolhost admin API at http://{bound}/v1 and console at {public_url}/");
         }
         let stopped = stop.clone().cancelled_owned();
         tokio::spawn(async move {
@@ -370,6 +395,9 @@ async fn serve_recorded(
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = server.local_addr()?;
     println!("toolhost serving {tools} tools at http://{bound}/mcp");
+    if let Some(console) = &console {
+        console.set_mcp_url(format!("http://{bound}/mcp"));
+    }
     tracing::info!(%bound, "listening");
     let served = server.run(stop.cancelled_owned()).await;
     host.drain(DRAIN).await;

@@ -42,9 +42,12 @@ pub enum TaskCommand {
         /// A granted destructive tool whose calls need no per-call approval (repeatable).
         #[arg(long = "pre-approve", value_name = "TOOL")]
         pre_approve: Vec<String>,
-        /// Approvals come from an operator only (CLI or admin API), never through the agent's client.
-        #[arg(long)]
+        /// Approvals come from an operator only (console, CLI or admin API); the client gets no link.
+        #[arg(long, conflicts_with = "approve_in_client")]
         operator_approval: bool,
+        /// Let the agent's own client approve in a form (attended use, where the client is the person).
+        #[arg(long)]
+        approve_in_client: bool,
         /// Print JSON: {"task": {...}, "token": "..."}.
         #[arg(long)]
         json: bool,
@@ -84,6 +87,7 @@ pub(super) async fn task(args: TaskArgs) -> anyhow::Result<()> {
             writes_per_hour,
             pre_approve,
             operator_approval,
+            approve_in_client,
             json,
         } => {
             let request = OpenTask {
@@ -94,6 +98,7 @@ pub(super) async fn task(args: TaskArgs) -> anyhow::Result<()> {
                 writes_per_hour,
                 pre_approve,
                 operator_approval,
+                approve_in_client,
             };
             let new = request.vet(&manifest, cli_operator())?;
             let (task, token) = store.open_task(new).await?;

@@ -239,6 +239,10 @@ pub struct Manifest {
     /// `[host] replica` (or `TOOLHOST_REPLICA`): this process's name in the
     /// audit trail; default the hostname.
     pub replica: String,
+    /// `[host] console_url`: the console's base URL as people reach it
+    /// (behind a proxy), without a trailing slash; approval links start
+    /// with it. `None`: the admin listener's own address.
+    pub console_url: Option<String>,
     /// `[host] wasm_stack_kib`: how deep any plugin's wasm may recurse, in
     /// bytes of native stack. One engine runs every plugin, so this one
     /// setting is host-wide.
@@ -442,6 +446,16 @@ impl Manifest {
                     .into(),
             ));
         }
+        let console_url = match raw.host.console_url {
+            None => None,
+            Some(url) => Some(console_base(url.get_ref()).ok_or_else(|| {
+                at.error(
+                    Some(url.span()),
+                    format!("console_url {:?} is not a usable base URL", url.get_ref()),
+                    "use http:// or https://, a host, and at most a path, e.g. \"https://toolhost.example.com/console\"; no user, query or fragment".into(),
+                )
+            })?),
+        };
         let bounded_setting =
             |value: Option<toml::Spanned<u32>>, key: &str, min: u32, max: u32, default: u32| {
                 match value {
@@ -485,6 +499,7 @@ impl Manifest {
                 database_url_file: raw.host.database_url_file.as_deref().map(|f| base.join(f)),
             },
             replica: replica.into_inner(),
+            console_url,
             wasm_stack_bytes: (bounded_setting(
                 raw.host.wasm_stack_kib,
                 "host.wasm_stack_kib",
@@ -568,4 +583,22 @@ fn valid_replica(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// A console base URL: http or https, a host, maybe a path; no user info,
+/// query or fragment (links are made by appending to it). Returned without
+/// a trailing slash.
+fn console_base(text: &str) -> Option<String> {
+    let uri: http::Uri = text.parse().ok()?;
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    let authority = uri.authority()?;
+    if !scheme_ok
+        || authority.as_str().contains('@')
+        || authority.host().is_empty()
+        || uri.query().is_some()
+        || text.contains('#')
+    {
+        return None;
+    }
+    Some(text.trim_end_matches('/').to_string())
 }

@@ -57,6 +57,8 @@ pub(super) struct RawHost {
     pub database_url: Option<Spanned<toml::Value>>,
     /// This replica's name in the audit trail (default: the hostname).
     pub replica: Option<Spanned<String>>,
+    /// The console's public base URL, put in approval links.
+    pub console_url: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -1,16 +1,21 @@
-//! Asking a human to approve one destructive call, through whatever the
-//! client offers.
+//! Asking a human to approve one destructive call. The yes comes from a
+//! signed-in approver on the console's page by default; the agent's client
+//! only carries the link there, since a client that answered for itself
+//! could approve its own agent's calls.
 //!
-//! - A client of a session-based protocol (2025-11-25 and earlier) that
-//!   declared elicitation is asked at once with `elicitation/create`; the
-//!   call waits for the answer (at most ten minutes; without an answer the
-//!   approval stays pending for an operator).
-//! - A 2026-07-28 client that declared elicitation gets an `input_required`
-//!   result (multi round-trip request) whose `requestState` is the approval
-//!   id; its retry carries the answer.
-//! - Any other client gets `approval_required` with the approval id; an
-//!   operator decides with `toolhost approval approve|deny` or the admin API
+//! - A client that declared URL-mode elicitation is sent the approval's
+//!   console page: a session-era client (2025-11-25 and earlier) with
+//!   `elicitation/create` in `url` mode, after which the call waits for the
+//!   decision (at most ten minutes) and the client is told
+//!   `notifications/elicitation/complete`; a 2026-07-28 client with an
+//!   `input_required` result carrying the same request, whose retry waits
+//!   likewise.
+//! - Any other client gets `approval_required` with the approval id and the
+//!   page's URL; a person decides there (or through the CLI or admin API)
 //!   and the model repeats the call.
+//! - Only a task opened with `--approve-in-client` (attended use, where the
+//!   client is the person) is asked in a form the client answers itself:
+//!   `elicitation/create` in form mode, or `input_required` for 2026-07-28.
 //!
 //! Whatever the channel, the decision is recorded in the store against the
 //! pending approval, which is bound to the exact task, tool and arguments;
@@ -19,13 +24,13 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, InputRequest, InputRequiredResult,
+    CallToolRequestParams, CustomNotification, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, InputRequest, InputRequiredResult, ServerNotification,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
-use crate::store::{Approval, Decision, Store, StoreError};
+use crate::store::{Approval, ApprovalState, Decision, Store, StoreError};
 
 /// Key of the one input request in an `input_required` result.
 const INPUT_KEY: &str = "approval";
@@ -35,35 +40,158 @@ const CONFIRM_FIELD: &str = "approve";
 /// is left to an operator.
 const ELICITATION_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
+/// How long a URL-mode request waits between looks at the store.
+const DECISION_POLL: Duration = Duration::from_millis(250);
+
 /// How this request's client can be asked.
 pub enum Channel {
+    /// The client's own form (`--approve-in-client` tasks only).
     Elicitation,
     InputRequired,
+    /// A link to the console page, where a signed-in approver decides.
+    Url(String),
+    InputRequiredUrl(String),
+    /// Nothing to send the client: `approval_required`.
     Operator,
 }
 
 impl Channel {
-    /// The channel for `approval` in this request. A task opened with
-    /// operator approval never asks the client: an agent with its token
-    /// could otherwise answer for the human.
-    pub fn of(approval: &Approval, context: &RequestContext<RoleServer>) -> Channel {
+    /// The channel for `approval` in this request; `page` is the
+    /// approval's console URL if a console is served. A task opened with
+    /// operator approval never asks the client.
+    pub fn of(
+        approval: &Approval,
+        context: &RequestContext<RoleServer>,
+        page: Option<String>,
+    ) -> Channel {
         if approval.operator_only {
             return Channel::Operator;
         }
-        let can_elicit = context
-            .client_capabilities()
-            .and_then(|c| c.elicitation)
+        let elicitation = context.client_capabilities().and_then(|c| c.elicitation);
+        let session_era = !matches!(context.protocol_version(), Some(v) if !v.has_initialize());
+        if approval.in_client {
             // An empty elicitation capability means form mode (the only
             // mode before 2025-11-25); `form` must be present otherwise.
-            .is_some_and(|e| e.form.is_some() || e.url.is_none());
-        if !can_elicit {
-            return Channel::Operator;
+            let form = elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none());
+            return match (form, session_era) {
+                (false, _) => Channel::Operator,
+                (true, true) => Channel::Elicitation,
+                (true, false) => Channel::InputRequired,
+            };
         }
-        match context.protocol_version() {
-            Some(version) if !version.has_initialize() => Channel::InputRequired,
-            _ => Channel::Elicitation,
+        let url = elicitation.is_some_and(|e| e.url.is_some());
+        match (page, url, session_era) {
+            (Some(page), true, true) => Channel::Url(page),
+            (Some(page), true, false) => Channel::InputRequiredUrl(page),
+            _ => Channel::Operator,
         }
     }
+}
+
+fn url_request(approval: &Approval, page: &str) -> ElicitRequestParams {
+    ElicitRequestParams::UrlElicitationParams {
+        meta: None,
+        message: format!(
+            "A destructive action needs a person's approval on the toolhost console: {} Open the link, sign in, and approve or deny it there; the call goes on once it is decided.",
+            approval.summary
+        ),
+        url: page.to_string(),
+        elicitation_id: approval.id.clone(),
+    }
+}
+
+/// Waits until someone decides `approval` (or it expires, or `deadline`
+/// passes). Returns whether it was decided.
+async fn decided(
+    store: &dyn Store,
+    approval: &Approval,
+    deadline: tokio::time::Instant,
+) -> Result<bool, StoreError> {
+    loop {
+        match store.approval(&approval.id).await? {
+            Some(now) if now.state != ApprovalState::Pending => return Ok(true),
+            None => return Ok(false),
+            Some(_) => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(DECISION_POLL).await;
+    }
+}
+
+/// Sends the client to the console page and waits for the decision made
+/// there. Returns whether one was made: a client that declines to open the
+/// link, fails, or a decision that does not come in time leaves the
+/// approval pending, and the call answers `approval_required`.
+pub async fn elicit_url(
+    store: &dyn Store,
+    approval: &Approval,
+    page: &str,
+    context: &RequestContext<RoleServer>,
+) -> Result<bool, StoreError> {
+    let deadline = tokio::time::Instant::now() + ELICITATION_TIMEOUT;
+    let answer = context
+        .peer
+        .create_elicitation_with_timeout(url_request(approval, page), Some(ELICITATION_TIMEOUT))
+        .await;
+    match answer {
+        Ok(result) if result.action == ElicitationAction::Accept => {}
+        Ok(_) => {
+            tracing::info!(approval = %approval.id, "the client did not open the approval page");
+            return Ok(false);
+        }
+        Err(e) => {
+            tracing::info!(approval = %approval.id, "URL elicitation failed; the approval stays pending: {e}");
+            return Ok(false);
+        }
+    }
+    let done = decided(store, approval, deadline).await?;
+    if done {
+        let complete = CustomNotification::new(
+            "notifications/elicitation/complete",
+            Some(serde_json::json!({ "elicitationId": approval.id })),
+        );
+        if let Err(e) = context
+            .peer
+            .send_notification(ServerNotification::CustomNotification(complete))
+            .await
+        {
+            tracing::debug!("elicitation complete notification not sent: {e}");
+        }
+    }
+    Ok(done)
+}
+
+/// The `input_required` result that sends a 2026-07-28 client to the page.
+pub fn input_required_url(approval: &Approval, page: &str) -> InputRequiredResult {
+    let request = InputRequest::Elicitation(ElicitRequest::new(url_request(approval, page)));
+    let requests = [(INPUT_KEY.to_string(), request)].into_iter().collect();
+    InputRequiredResult::new(Some(requests), Some(approval.id.clone()))
+}
+
+/// A 2026-07-28 retry after the client opened the page: waits for the
+/// decision like a session's call does. Returns whether the retry was for
+/// this approval and a decision came.
+pub async fn wait_after_retry(
+    store: &dyn Store,
+    approval: &Approval,
+    request: &CallToolRequestParams,
+) -> Result<Option<bool>, StoreError> {
+    if request.request_state.as_deref() != Some(approval.id.as_str()) {
+        return Ok(None);
+    }
+    let opened = request
+        .input_responses
+        .as_ref()
+        .and_then(|r| r.get(INPUT_KEY))
+        .and_then(|answer| serde_json::from_value::<ElicitResult>(answer.clone()).ok())
+        .is_some_and(|result| result.action == ElicitationAction::Accept);
+    if !opened {
+        return Ok(Some(false));
+    }
+    let deadline = tokio::time::Instant::now() + ELICITATION_TIMEOUT;
+    decided(store, approval, deadline).await.map(Some)
 }
 
 fn form(approval: &Approval) -> Result<ElicitRequestParams, ErrorData> {
@@ -82,10 +210,11 @@ fn form(approval: &Approval) -> Result<ElicitRequestParams, ErrorData> {
     })
 }
 
-/// What the human reads.
+/// What the human reads. This form is answered by the client itself, so it
+/// says that it stands for the person at the keyboard.
 fn prompt(approval: &Approval) -> String {
     format!(
-        "An AI agent asks to run a destructive action. {} Approve it only if this is what you want; it runs once.",
+        "An AI agent asks to run a destructive action. {} This task lets you approve it here, in your client, as the person at the keyboard. Approve it only if this is what you want; it runs once.",
         approval.summary
     )
 }
@@ -131,7 +260,10 @@ async fn record(
     by: &str,
     channel: &str,
 ) -> Result<(), StoreError> {
-    match store.decide(&approval.id, decision, by, channel).await {
+    match store
+        .decide(&approval.id, decision, by, channel, None)
+        .await
+    {
         Ok(decided) => {
             tracing::info!(approval = %decided.id, task = %decided.task_id, tool = %decided.tool, state = decided.state.as_str(), by, channel, "approval decided through the client");
             Ok(())
@@ -193,7 +325,7 @@ pub async fn answer_from_retry(
     // The request state is the id of the approval this retry answers. The
     // approval passed in is the one pending for this exact task, tool and
     // arguments, so an id from another call does not match and is ignored.
-    if approval.operator_only || request.request_state.as_deref() != Some(approval.id.as_str()) {
+    if !approval.in_client || request.request_state.as_deref() != Some(approval.id.as_str()) {
         return Ok(false);
     }
     let Some(answer) = request

@@ -19,12 +19,11 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::audit::Event;
 use crate::catalog::CatalogTool;
 use crate::dispatch::{CallError, Toolhost};
 use crate::manifest::RiskClass;
 use crate::policy::Denial;
-use crate::session::{Session, Transport};
+use crate::session::{Peer, Session, Transport};
 use approval::Channel;
 
 /// What the host tells every client at `initialize`.
@@ -118,18 +117,19 @@ impl McpSession {
     /// (each message is handled in a task of its own, so a call sent right
     /// after the notification can be handled before it).
     fn record_opened(&self, peer: &rmcp::Peer<RoleServer>, extensions: &rmcp::model::Extensions) {
-        self.session.record_opened(&self.host.audit, || {
+        let opened = self.session.record_opened(&self.host.audit, || {
             let client = peer.peer_info();
             let client = client.as_deref();
-            Event::SessionOpened {
-                session: self.session.id().to_string(),
-                transport: self.session.transport().as_str().to_string(),
+            Peer {
                 client: client.map(|c| c.client_info.name.clone()),
                 client_version: client.map(|c| c.client_info.version.clone()),
                 protocol: client.map(|c| c.protocol_version.to_string()),
                 task: self.task(extensions),
             }
         });
+        if opened {
+            self.host.sessions.add(&self.session);
+        }
     }
 
     fn task(&self, extensions: &rmcp::model::Extensions) -> Option<String> {
@@ -197,13 +197,23 @@ impl ServerHandler for McpSession {
         }) = &outcome
         {
             let store = &*self.host.store;
-            let asked = match Channel::of(pending, &context) {
+            let asked = match Channel::of(pending, &context, self.host.approval_page(&pending.id)) {
                 Channel::Operator => Ok(false),
                 Channel::Elicitation => approval::elicit(store, pending, &context).await,
                 Channel::InputRequired => {
                     match approval::answer_from_retry(store, pending, &request, &context).await {
                         Ok(false) => return approval::input_required(pending).map(Into::into),
                         other => other,
+                    }
+                }
+                Channel::Url(page) => approval::elicit_url(store, pending, &page, &context).await,
+                Channel::InputRequiredUrl(page) => {
+                    match approval::wait_after_retry(store, pending, &request).await {
+                        Ok(None) => {
+                            return Ok(approval::input_required_url(pending, &page).into());
+                        }
+                        Ok(Some(decided)) => Ok(decided),
+                        Err(e) => Err(e),
                     }
                 }
             };
@@ -215,7 +225,8 @@ impl ServerHandler for McpSession {
                 Err(e) => tracing::error!("recording an approval decision: {e}"),
             }
         }
-        reply::tool_result(outcome).map(Into::into)
+        reply::tool_result_linked(outcome, self.host.console_url.get().map(String::as_str))
+            .map(Into::into)
     }
 }
 

@@ -18,6 +18,15 @@ use crate::store::{self, TaskState};
 pub fn tool_result(
     outcome: Result<Map<String, Value>, CallError>,
 ) -> Result<CallToolResult, ErrorData> {
+    tool_result_linked(outcome, None)
+}
+
+/// [`tool_result`], with approvals linked to their page on the console at
+/// `console` (its base URL) when one is served.
+pub fn tool_result_linked(
+    outcome: Result<Map<String, Value>, CallError>,
+    console: Option<&str>,
+) -> Result<CallToolResult, ErrorData> {
     let error = match outcome {
         Ok(result) => return Ok(CallToolResult::structured(Value::Object(result))),
         Err(error) => error,
@@ -82,19 +91,29 @@ pub fn tool_result(
                     false,
                 ),
                 Denial::ApprovalRequired(approval) => {
-                    return Ok(CallToolResult::structured_error(json!({
+                    let page = console.map(|base| format!("{base}/approvals/{}", approval.id));
+                    let where_ = match &page {
+                        Some(page) => {
+                            format!("a person must approve it on the toolhost console at {page}")
+                        }
+                        None => format!("an operator must approve {}", approval.id),
+                    };
+                    let mut error = json!({
                         "ok": false,
                         "code": "approval_required",
                         "message": format!(
-                            "{tool} needs a human's approval for this exact call; approval {} is pending until {}. Tell the user what you asked for ({}) and that an operator must approve {}. Once it is approved, make the same call again with the same arguments; it runs once.",
+                            "{tool} needs a human's approval for this exact call; approval {} is pending until {}. Tell the user what you asked for ({}) and that {where_}. Once it is approved, make the same call again with the same arguments; it runs once.",
                             approval.id,
                             store::rfc3339(approval.expires_at),
                             approval.summary,
-                            approval.id
                         ),
                         "retryable": false,
                         "approval_id": approval.id,
-                    })));
+                    });
+                    if let Some(page) = page {
+                        error["approval_url"] = Value::String(page);
+                    }
+                    return Ok(CallToolResult::structured_error(error));
                 }
                 Denial::ApprovalDenied(approval) => (
                     format!(

@@ -107,27 +107,29 @@ pub struct AdminServer {
 }
 
 impl AdminServer {
-    pub async fn bind(
-        addr: SocketAddr,
+    /// The JSON API under `/v1`, and `beside` (the console, metrics) on
+    /// every other path.
+    pub fn new(
+        listener: tokio::net::TcpListener,
         store: Arc<dyn Store>,
         manifest: Manifest,
         token: AdminToken,
-    ) -> std::io::Result<AdminServer> {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
+        beside: axum::Router,
+    ) -> AdminServer {
         let admin = Arc::new(Admin {
             store,
             manifest,
             token,
         });
-        let router = axum::Router::new()
-            .route("/v1/tasks", get(list_tasks).post(open_task))
-            .route("/v1/tasks/{id}", get(show_task))
-            .route("/v1/tasks/{id}/revoke", post(revoke_task))
-            .route("/v1/tasks/{id}/extend", post(extend_task))
-            .route("/v1/approvals", get(list_approvals))
-            .route("/v1/approvals/{id}", get(show_approval))
-            .route("/v1/approvals/{id}/approve", post(approve))
-            .route("/v1/approvals/{id}/deny", post(deny))
+        let api = axum::Router::new()
+            .route("/tasks", get(list_tasks).post(open_task))
+            .route("/tasks/{id}", get(show_task))
+            .route("/tasks/{id}/revoke", post(revoke_task))
+            .route("/tasks/{id}/extend", post(extend_task))
+            .route("/approvals", get(list_approvals))
+            .route("/approvals/{id}", get(show_approval))
+            .route("/approvals/{id}/approve", post(approve))
+            .route("/approvals/{id}/deny", post(deny))
             .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such route") })
             .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
             .layer(axum::middleware::from_fn_with_state(
@@ -136,7 +138,8 @@ impl AdminServer {
             ))
             .layer(axum::middleware::map_response(json_errors))
             .with_state(admin);
-        Ok(AdminServer { listener, router })
+        let router = axum::Router::new().nest("/v1", api).merge(beside);
+        AdminServer { listener, router }
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -144,7 +147,10 @@ impl AdminServer {
     }
 
     pub async fn run(self, stop: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-        axum::serve(self.listener, self.router)
+        let service = self
+            .router
+            .into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(self.listener, service)
             .with_graceful_shutdown(stop)
             .await
     }
@@ -358,7 +364,11 @@ async fn decide(admin: &Admin, id: &str, decision: Decision, bytes: &[u8]) -> Re
         Some(by) if !by.trim().is_empty() && by.len() <= 200 => format!("admin_api:{}", by.trim()),
         _ => "admin_api".to_string(),
     };
-    match admin.store.decide(id, decision, &by, "admin_api").await {
+    match admin
+        .store
+        .decide(id, decision, &by, "admin_api", None)
+        .await
+    {
         Ok(approval) => {
             tracing::info!(approval = %approval.id, state = ?approval.state, %by, "approval decided");
             Json(approval_json(&approval)).into_response()

@@ -2,6 +2,7 @@
 //! (`toolhost task …`, `toolhost approval …`) and the admin HTTP API, so
 //! both check the same things and show the same JSON.
 
+pub mod accounts;
 pub mod admin;
 
 use std::time::Duration;
@@ -34,6 +35,8 @@ pub enum RequestError {
     BadPurpose,
     #[error("invalid ttl {0:?}: use a duration like 30m, 2h or 1d, at most 30 days")]
     BadTtl(String),
+    #[error("operator_approval and approve_in_client exclude each other: choose who says yes")]
+    ApprovalModes,
     #[error("{0} must be at least 1")]
     Zero(&'static str),
     #[error("the task id must be 1 to 128 visible characters without spaces, got {0:?}")]
@@ -102,6 +105,10 @@ pub struct OpenTask {
     /// the agent's client.
     #[serde(default)]
     pub operator_approval: bool,
+    /// Destructive calls may be approved by the agent's own client in a
+    /// form (for attended use, where the client is the person).
+    #[serde(default)]
+    pub approve_in_client: bool,
 }
 
 impl OpenTask {
@@ -113,6 +120,9 @@ impl OpenTask {
         }
         if self.grants.is_empty() {
             return Err(RequestError::NoGrants);
+        }
+        if self.operator_approval && self.approve_in_client {
+            return Err(RequestError::ApprovalModes);
         }
         check_grants(manifest, &self.grants, &self.pre_approve)?;
         if self.max_calls == Some(0) {
@@ -136,6 +146,7 @@ impl OpenTask {
             max_calls: self.max_calls,
             writes_per_hour: self.writes_per_hour,
             operator_approval: self.operator_approval,
+            approve_in_client: self.approve_in_client,
         })
     }
 }
@@ -158,6 +169,7 @@ pub fn task_json(task: &Task) -> Value {
         "revoked_by": task.revoked_by,
         "ad_hoc": task.ad_hoc,
         "operator_approval": task.operator_approval,
+        "approve_in_client": task.approve_in_client,
     })
 }
 
@@ -173,6 +185,8 @@ pub fn approval_json(approval: &Approval) -> Value {
         "requested_at": rfc3339(approval.requested_at),
         "expires_at": rfc3339(approval.expires_at),
         "decided_at": approval.decided_at.map(rfc3339),
+        "asked_by": approval.asked_by,
+        "note": approval.note,
         "decided_by": approval.decided_by,
         "channel": approval.channel,
     })

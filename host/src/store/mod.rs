@@ -14,6 +14,7 @@
 //! exception is a writer in another process holding the database lock,
 //! which makes a call wait (up to the busy timeout).
 
+pub mod accounts;
 pub mod postgres;
 pub mod sqlite;
 mod token;
@@ -22,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+pub use accounts::{Account, Role, SignIn, SignInLimits};
 pub use sqlite::SqliteStore;
 pub use token::TaskToken;
 
@@ -75,6 +77,10 @@ pub struct Task {
     /// Destructive calls are approved by an operator only, never through
     /// the agent's client.
     pub operator_approval: bool,
+    /// Destructive calls may be approved by the agent's own client through
+    /// form-mode elicitation (`--approve-in-client`): for attended use,
+    /// where the client is the person.
+    pub approve_in_client: bool,
 }
 
 impl TaskState {
@@ -137,6 +143,7 @@ pub struct NewTask {
     pub max_calls: Option<u64>,
     pub writes_per_hour: Option<u32>,
     pub operator_approval: bool,
+    pub approve_in_client: bool,
 }
 
 /// What one call costs a task.
@@ -245,10 +252,17 @@ pub struct Approval {
     pub expires_at: UnixSecs,
     pub decided_at: Option<UnixSecs>,
     pub decided_by: Option<String>,
-    /// How the decision was made: `cli`, `admin_api`, `elicitation`, `mrtr`.
+    /// How the decision was made: `cli`, `admin_api`, `console`,
+    /// `elicitation`, `mrtr`.
     pub channel: Option<String>,
     /// Copied from the task: only an operator may decide.
     pub operator_only: bool,
+    /// Copied from the task: the agent's client may decide (form mode).
+    pub in_client: bool,
+    /// Who asked: the session and the client as it names itself.
+    pub asked_by: Option<String>,
+    /// What the person who decided wrote beside the decision.
+    pub note: Option<String>,
 }
 
 /// What asking for an approval needs.
@@ -261,6 +275,8 @@ pub struct ApprovalRequest {
     pub summary: String,
     pub ttl: Duration,
     pub operator_only: bool,
+    pub in_client: bool,
+    pub asked_by: Option<String>,
 }
 
 /// A human's answer.
@@ -342,6 +358,10 @@ pub enum StoreError {
     KeyExists(String),
     #[error("invalid key `{0}`: 1 to 256 bytes, no control characters")]
     InvalidKey(String),
+    #[error("an operator named `{0}` already exists")]
+    OperatorExists(String),
+    #[error("no operator named `{0}`")]
+    NoOperator(String),
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -389,13 +409,15 @@ pub trait Store: Send + Sync {
     /// A pending (or approved, unused) approval for the same binding, or a
     /// new pending one.
     async fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError>;
-    /// Records a human's decision on a pending approval.
+    /// Records a human's decision on a pending approval: who (`by`),
+    /// through what (`channel`), and the note they wrote, if any.
     async fn decide(
         &self,
         id: &str,
         decision: Decision,
         by: &str,
         channel: &str,
+        note: Option<&str>,
     ) -> Result<Approval, StoreError>;
     /// A denial of this binding not yet reported to the caller: returned
     /// once, then retired, so a later identical call asks again.
@@ -436,6 +458,37 @@ pub trait Store: Send + Sync {
         to: &str,
         by: &str,
     ) -> Result<(), StoreError>;
+
+    /// Adds a named operator; fails if the name is taken.
+    async fn add_account(&self, account: &Account) -> Result<(), StoreError>;
+    async fn account(&self, name: &str) -> Result<Option<Account>, StoreError>;
+    /// Every operator, by name.
+    async fn accounts(&self) -> Result<Vec<Account>, StoreError>;
+    /// Removes an operator and ends their sign-ins; `by` is who did it,
+    /// for the trail.
+    async fn remove_account(&self, name: &str, by: &str) -> Result<(), StoreError>;
+    /// Replaces an operator's password hash and ends their sign-ins.
+    async fn set_password(
+        &self,
+        name: &str,
+        password_hash: &str,
+        by: &str,
+    ) -> Result<(), StoreError>;
+    /// Records a console sign-in under the SHA-256 of its cookie.
+    async fn open_sign_in(
+        &self,
+        cookie_sha256: &[u8; 32],
+        operator: &str,
+        csrf: &str,
+    ) -> Result<(), StoreError>;
+    /// The sign-in of a cookie, if it is alive under `limits`; its idle
+    /// clock restarts. One that has run out is deleted.
+    async fn sign_in(
+        &self,
+        cookie_sha256: &[u8; 32],
+        limits: SignInLimits,
+    ) -> Result<Option<SignIn>, StoreError>;
+    async fn close_sign_in(&self, cookie_sha256: &[u8; 32]) -> Result<(), StoreError>;
 }
 
 /// Keys are bytes the host stores, not paths; these bounds keep them

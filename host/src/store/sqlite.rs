@@ -16,16 +16,17 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use super::token::{self, TaskToken};
 use super::{
-    APPROVED_FOR_SECS, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Charged,
-    Decision, MAX_PENDING_PER_TASK, NewTask, StateError, Store, StoreError, Task, TaskState,
-    UnixSecs, json_list, now, operator, random_id, ttl_secs, usage_after, valid_state_key,
+    APPROVED_FOR_SECS, Account, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal,
+    Charged, Decision, MAX_PENDING_PER_TASK, NewTask, Role, SignIn, SignInLimits, StateError,
+    Store, StoreError, Task, TaskState, UnixSecs, json_list, now, operator, random_id, ttl_secs,
+    usage_after, valid_state_key,
 };
 
 /// The file name inside `state_dir`.
 pub const DATABASE_FILE: &str = "toolhost.db";
 
 /// Bumped with every change to the tables; see [`migrate`].
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE task (
@@ -79,6 +80,29 @@ CREATE TABLE plugin_state (
 CREATE TABLE plugin_usage (
     plugin TEXT PRIMARY KEY,
     bytes  INTEGER NOT NULL
+) STRICT;
+";
+
+/// Version 2: named operators and their console sign-ins; who asked for an
+/// approval; tasks whose approvals the agent's client may give.
+const SCHEMA_V2: &str = "
+ALTER TABLE task ADD COLUMN approve_in_client INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE approval ADD COLUMN in_client INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE approval ADD COLUMN asked_by TEXT;
+ALTER TABLE approval ADD COLUMN note TEXT;
+CREATE TABLE operator (
+    name          TEXT PRIMARY KEY,
+    role          TEXT NOT NULL,
+    password_hash TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    created_by    TEXT NOT NULL
+) STRICT;
+CREATE TABLE sign_in (
+    cookie_sha256 BLOB PRIMARY KEY,
+    operator      TEXT NOT NULL REFERENCES operator(name) ON DELETE CASCADE,
+    csrf          TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    seen_at       INTEGER NOT NULL
 ) STRICT;
 ";
 
@@ -180,11 +204,16 @@ fn migrate(conn: &mut Connection) -> Result<(), String> {
         tx.execute_batch(&format!("{SCHEMA_V1} PRAGMA user_version = 1;"))
             .map_err(|e| e.to_string())?;
     }
+    if version < 2 {
+        tx.execute_batch(&format!("{SCHEMA_V2} PRAGMA user_version = 2;"))
+            .map_err(|e| e.to_string())?;
+    }
     tx.commit().map_err(|e| e.to_string())
 }
 
 const TASK_COLUMNS: &str = "id, purpose, opened_by, opened_at, expires_at, grants, pre_approved, \
-     max_calls, writes_per_hour, calls_used, revoked_at, revoked_by, ad_hoc, operator_approval";
+     max_calls, writes_per_hour, calls_used, revoked_at, revoked_by, ad_hoc, operator_approval, \
+     approve_in_client";
 
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     let list = |i: usize| -> rusqlite::Result<Vec<String>> {
@@ -208,6 +237,7 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         revoked_by: row.get(11)?,
         ad_hoc: row.get(12)?,
         operator_approval: row.get(13)?,
+        approve_in_client: row.get(14)?,
     })
 }
 
@@ -221,7 +251,7 @@ fn load_task(conn: &Connection, id: &str) -> rusqlite::Result<Option<Task>> {
 }
 
 const APPROVAL_COLUMNS: &str = "id, task_id, tool, binding, arguments, summary, state, \
-     requested_at, expires_at, decided_by, channel, decided_at, operator_only";
+     requested_at, expires_at, decided_by, channel, decided_at, operator_only, in_client, asked_by, note";
 
 fn approval_from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
     let arguments: String = row.get(4)?;
@@ -242,6 +272,9 @@ fn approval_from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
         channel: row.get(10)?,
         decided_at: row.get(11)?,
         operator_only: row.get(12)?,
+        in_client: row.get(13)?,
+        asked_by: row.get(14)?,
+        note: row.get(15)?,
     })
 }
 
@@ -268,8 +301,8 @@ impl Store for SqliteStore {
         conn.execute(
             "INSERT INTO task (id, purpose, opened_by, opened_at, expires_at, grants, pre_approved,
                                max_calls, writes_per_hour, token_id, token_sha256,
-                               operator_approval)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                               operator_approval, approve_in_client)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 id,
                 new.purpose,
@@ -283,6 +316,7 @@ impl Store for SqliteStore {
                 record.id,
                 record.secret_sha256,
                 new.operator_approval,
+                new.approve_in_client,
             ],
         )?;
         let task = load_task(&conn, &id)?.ok_or_else(|| StoreError::NoTask(id.clone()))?;
@@ -506,8 +540,9 @@ impl Store for SqliteStore {
                 let id = random_id("ap")?;
                 tx.execute(
                     "INSERT INTO approval (id, task_id, tool, binding, arguments, summary, state,
-                                           requested_at, expires_at, operator_only)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ?9)",
+                                           requested_at, expires_at, operator_only,
+                                           in_client, asked_by)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ?9, ?10, ?11)",
                     params![
                         id,
                         request.task_id,
@@ -518,6 +553,8 @@ impl Store for SqliteStore {
                         at,
                         at.saturating_add(ttl_secs(request.ttl)),
                         request.operator_only,
+                        request.in_client,
+                        request.asked_by,
                     ],
                 )?;
                 id
@@ -534,6 +571,7 @@ impl Store for SqliteStore {
         decision: Decision,
         by: &str,
         channel: &str,
+        note: Option<&str>,
     ) -> Result<Approval, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -551,9 +589,9 @@ impl Store for SqliteStore {
         };
         tx.execute(
             "UPDATE approval SET state = ?2, expires_at = ?3, decided_at = ?4, decided_by = ?5,
-                                 channel = ?6
+                                 channel = ?6, note = ?7
              WHERE id = ?1",
-            params![id, state, expires_at, at, by, channel],
+            params![id, state, expires_at, at, by, channel, note],
         )?;
         let approval = load_approval(&tx, id)?.ok_or_else(|| StoreError::NoApproval(id.into()))?;
         tx.commit()?;
@@ -724,6 +762,159 @@ impl Store for SqliteStore {
         tx.commit()?;
         Ok(())
     }
+
+    async fn add_account(&self, account: &Account) -> Result<(), StoreError> {
+        let inserted = self.conn().execute(
+            "INSERT INTO operator (name, role, password_hash, created_at, created_by)
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name) DO NOTHING",
+            params![
+                account.name,
+                account.role.as_str(),
+                account.password_hash,
+                account.created_at,
+                account.created_by,
+            ],
+        )?;
+        if inserted == 0 {
+            return Err(StoreError::OperatorExists(account.name.clone()));
+        }
+        Ok(())
+    }
+
+    async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                &format!("SELECT {ACCOUNT_COLUMNS} FROM operator WHERE name = ?1"),
+                [name],
+                account_from_row,
+            )
+            .optional()?)
+    }
+
+    async fn accounts(&self) -> Result<Vec<Account>, StoreError> {
+        let conn = self.conn();
+        let mut statement = conn.prepare(&format!(
+            "SELECT {ACCOUNT_COLUMNS} FROM operator ORDER BY name"
+        ))?;
+        let rows = statement.query_map([], account_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    async fn remove_account(&self, name: &str, _by: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute("DELETE FROM sign_in WHERE operator = ?1", [name])?;
+        if tx.execute("DELETE FROM operator WHERE name = ?1", [name])? == 0 {
+            return Err(StoreError::NoOperator(name.into()));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    async fn set_password(
+        &self,
+        name: &str,
+        password_hash: &str,
+        _by: &str,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let changed = tx.execute(
+            "UPDATE operator SET password_hash = ?2 WHERE name = ?1",
+            params![name, password_hash],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NoOperator(name.into()));
+        }
+        tx.execute("DELETE FROM sign_in WHERE operator = ?1", [name])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    async fn open_sign_in(
+        &self,
+        cookie_sha256: &[u8; 32],
+        operator: &str,
+        csrf: &str,
+    ) -> Result<(), StoreError> {
+        let at = now();
+        self.conn().execute(
+            "INSERT INTO sign_in (cookie_sha256, operator, csrf, created_at, seen_at)
+             VALUES (?1, ?2, ?3, ?4, ?4)",
+            params![cookie_sha256.as_slice(), operator, csrf, at],
+        )?;
+        Ok(())
+    }
+
+    async fn sign_in(
+        &self,
+        cookie_sha256: &[u8; 32],
+        limits: SignInLimits,
+    ) -> Result<Option<SignIn>, StoreError> {
+        let at = now();
+        let conn = self.conn();
+        let found = conn
+            .query_row(
+                "SELECT s.operator, o.role, s.csrf, s.created_at, s.seen_at
+                 FROM sign_in s JOIN operator o ON o.name = s.operator
+                 WHERE s.cookie_sha256 = ?1",
+                [cookie_sha256.as_slice()],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, UnixSecs>(3)?,
+                        row.get::<_, UnixSecs>(4)?,
+                    ))
+                },
+            )
+            .optional()?;
+        let Some((operator, role, csrf, created_at, seen_at)) = found else {
+            return Ok(None);
+        };
+        if !limits.alive(created_at, seen_at, at) {
+            conn.execute(
+                "DELETE FROM sign_in WHERE cookie_sha256 = ?1",
+                [cookie_sha256.as_slice()],
+            )?;
+            return Ok(None);
+        }
+        conn.execute(
+            "UPDATE sign_in SET seen_at = ?2 WHERE cookie_sha256 = ?1",
+            params![cookie_sha256.as_slice(), at],
+        )?;
+        Ok(Some(SignIn {
+            operator,
+            // An unknown role (written by a newer host) grants the least.
+            role: Role::parse(&role).unwrap_or(Role::Approver),
+            csrf,
+            created_at,
+        }))
+    }
+
+    async fn close_sign_in(&self, cookie_sha256: &[u8; 32]) -> Result<(), StoreError> {
+        self.conn().execute(
+            "DELETE FROM sign_in WHERE cookie_sha256 = ?1",
+            [cookie_sha256.as_slice()],
+        )?;
+        Ok(())
+    }
+}
+
+const ACCOUNT_COLUMNS: &str = "name, role, password_hash, created_at, created_by";
+
+fn account_from_row(row: &Row<'_>) -> rusqlite::Result<Account> {
+    let role: String = row.get(1)?;
+    Ok(Account {
+        name: row.get(0)?,
+        // An unknown role (written by a newer host) grants the least.
+        role: Role::parse(&role).unwrap_or(Role::Approver),
+        password_hash: row.get(2)?,
+        created_at: row.get(3)?,
+        created_by: row.get(4)?,
+    })
 }
 
 impl SqliteStore {

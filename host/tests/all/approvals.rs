@@ -82,7 +82,7 @@ const SAVE: &str = "notes_note_save";
 #[tokio::test]
 async fn a_session_client_that_elicits_asks_its_user_and_runs_only_on_yes() {
     let m = manifest(vec![PluginEntry::notes()]);
-    let task = open_task(&m, &[SAVE, DELETE], &[]);
+    let task = open_task(&m, &[SAVE, DELETE], &["--approve-in-client"]);
     let host = http(&m, &[]);
 
     let yes = Human::new(true);
@@ -148,7 +148,7 @@ async fn a_session_client_that_elicits_asks_its_user_and_runs_only_on_yes() {
 #[tokio::test]
 async fn a_2026_client_answers_through_an_input_required_round_trip() {
     let m = manifest(vec![PluginEntry::notes()]);
-    let task = open_task(&m, &[SAVE, DELETE], &[]);
+    let task = open_task(&m, &[SAVE, DELETE], &["--approve-in-client"]);
     let host = http(&m, &[]);
     let yes = Human::new(true);
     let client = connect_stateless_with(&host.url, Some(&task.token), yes.clone()).await;

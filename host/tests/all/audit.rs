@@ -170,7 +170,7 @@ async fn scripted_session(m: &TestManifest) -> OpenedTask {
             "notes_note_delete",
             "helpdesk_ticket_close",
         ],
-        &[],
+        &["--approve-in-client"],
     );
     let client = stdio_with(
         m,

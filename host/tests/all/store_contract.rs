@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use toolhost::store::postgres::{PoolSettings, PostgresStore};
 use toolhost::store::{
-    ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Decision, MAX_PENDING_PER_TASK, NewTask,
-    SqliteStore, StateError, Store, StoreError, TaskState,
+    Account, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Decision, MAX_PENDING_PER_TASK,
+    NewTask, Role, SignInLimits, SqliteStore, StateError, Store, StoreError, TaskState,
 };
 
 use crate::postgres::Postgres;
@@ -20,6 +20,7 @@ async fn the_sqlite_store_keeps_its_promises() {
     state_is_scoped_and_bounded(&store).await;
     approvals_are_asked_once_used_once_and_end_with_their_task(&store).await;
     tasks_are_extended_and_served_again_as_the_cli_expects(&store).await;
+    operators_and_their_sign_ins(&store).await;
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
@@ -33,6 +34,7 @@ async fn the_postgres_store_keeps_its_promises() {
     state_is_scoped_and_bounded(&store).await;
     approvals_are_asked_once_used_once_and_end_with_their_task(&store).await;
     tasks_are_extended_and_served_again_as_the_cli_expects(&store).await;
+    operators_and_their_sign_ins(&store).await;
     // A second host on the same database finds the schema in place.
     let again = PostgresStore::connect(&pg.url(), PoolSettings::default())
         .await
@@ -53,6 +55,7 @@ fn new_task(max_calls: Option<u64>, writes_per_hour: Option<u32>) -> NewTask {
         max_calls,
         writes_per_hour,
         operator_approval: false,
+        approve_in_client: false,
     }
 }
 
@@ -319,6 +322,8 @@ fn approval_request(task: &str, binding: &str) -> ApprovalRequest {
         summary: format!("delete {binding}"),
         ttl: Duration::from_secs(600),
         operator_only: false,
+        in_client: false,
+        asked_by: Some("http session 12345678".into()),
     }
 }
 
@@ -352,13 +357,15 @@ async fn approvals_are_asked_once_used_once_and_end_with_their_task(store: &dyn 
 
     // A yes is used by exactly one call of that binding.
     let approved = store
-        .decide(&asked.id, Decision::Approve, "alice", "cli")
+        .decide(&asked.id, Decision::Approve, "alice", "cli", None)
         .await
         .unwrap();
     assert_eq!(approved.state, ApprovalState::Approved);
     assert_eq!(approved.decided_by.as_deref(), Some("alice"));
     assert!(matches!(
-        store.decide(&asked.id, Decision::Deny, "bob", "cli").await,
+        store
+            .decide(&asked.id, Decision::Deny, "bob", "cli", None)
+            .await,
         Err(StoreError::AlreadyDecided { .. })
     ));
     assert_eq!(
@@ -394,7 +401,7 @@ async fn approvals_are_asked_once_used_once_and_end_with_their_task(store: &dyn 
         .await
         .unwrap();
     store
-        .decide(&second.id, Decision::Deny, "alice", "cli")
+        .decide(&second.id, Decision::Deny, "alice", "cli", None)
         .await
         .unwrap();
     let denied = store.take_denial(&task.id, "b2").await.unwrap().unwrap();
@@ -506,4 +513,93 @@ async fn tasks_are_extended_and_served_again_as_the_cli_expects(store: &dyn Stor
         store.state_list("mover", "note/").await.unwrap(),
         ["note/B", "note/a", "note/b", "note/c"]
     );
+}
+
+/// Operators are unique by name; a sign-in lives while used, ends when idle
+/// or old, and ends with a password change or the operator's removal.
+async fn operators_and_their_sign_ins(store: &dyn Store) {
+    let account = |name: &str, role| Account {
+        name: name.into(),
+        role,
+        password_hash: format!("$argon2id$fake${name}"),
+        created_at: toolhost::store::now(),
+        created_by: "test".into(),
+    };
+    store
+        .add_account(&account("bob", Role::Approver))
+        .await
+        .unwrap();
+    store
+        .add_account(&account("alice", Role::Admin))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.add_account(&account("bob", Role::Admin)).await,
+        Err(StoreError::OperatorExists(name)) if name == "bob"
+    ));
+    let names: Vec<_> = store
+        .accounts()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.name, a.role))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("alice".to_string(), Role::Admin),
+            ("bob".to_string(), Role::Approver)
+        ]
+    );
+    assert_eq!(
+        store.account("bob").await.unwrap().unwrap().password_hash,
+        "$argon2id$fake$bob"
+    );
+
+    let live = SignInLimits {
+        idle_secs: 600,
+        max_secs: 3600,
+    };
+    let cookie = [7u8; 32];
+    store.open_sign_in(&cookie, "bob", "csrf-1").await.unwrap();
+    let found = store.sign_in(&cookie, live).await.unwrap().unwrap();
+    assert_eq!(
+        (found.operator.as_str(), found.role, found.csrf.as_str()),
+        ("bob", Role::Approver, "csrf-1")
+    );
+    assert!(
+        store.sign_in(&[8u8; 32], live).await.unwrap().is_none(),
+        "an unknown cookie signs nobody in"
+    );
+    // Past its idle time (here: none at all) it ends, and stays ended.
+    let idle_now = SignInLimits {
+        idle_secs: 0,
+        max_secs: 3600,
+    };
+    assert!(store.sign_in(&cookie, idle_now).await.unwrap().is_none());
+    assert!(store.sign_in(&cookie, live).await.unwrap().is_none());
+
+    store.open_sign_in(&cookie, "bob", "csrf-2").await.unwrap();
+    store
+        .set_password("bob", "$argon2id$fake$new", "test")
+        .await
+        .unwrap();
+    assert!(
+        store.sign_in(&cookie, live).await.unwrap().is_none(),
+        "a new password ends sign-ins"
+    );
+    store.open_sign_in(&cookie, "bob", "csrf-3").await.unwrap();
+    store.remove_account("bob", "test").await.unwrap();
+    assert!(
+        store.sign_in(&cookie, live).await.unwrap().is_none(),
+        "removal ends sign-ins"
+    );
+    assert!(matches!(
+        store.remove_account("bob", "test").await,
+        Err(StoreError::NoOperator(_))
+    ));
+    assert!(matches!(
+        store.set_password("bob", "x", "test").await,
+        Err(StoreError::NoOperator(_))
+    ));
 }

@@ -10,9 +10,10 @@ use super::rows::{
 };
 use crate::store::token::{self, TaskToken};
 use crate::store::{
-    APPROVED_FOR_SECS, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Charged,
-    Decision, MAX_PENDING_PER_TASK, NewTask, StateError, Store, StoreError, Task, TaskState,
-    json_list, now, operator, random_id, ttl_secs, usage_after, valid_state_key,
+    APPROVED_FOR_SECS, Account, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal,
+    Charged, Decision, MAX_PENDING_PER_TASK, NewTask, Role, SignIn, SignInLimits, StateError,
+    Store, StoreError, Task, TaskState, json_list, now, operator, random_id, ttl_secs, usage_after,
+    valid_state_key,
 };
 
 #[async_trait::async_trait]
@@ -26,8 +27,8 @@ impl Store for PostgresStore {
             .execute(
                 "INSERT INTO task (id, purpose, opened_by, opened_at, expires_at, grants,
                                    pre_approved, max_calls, writes_per_hour, token_id,
-                                   token_sha256, operator_approval)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                                   token_sha256, operator_approval, approve_in_client)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                 &[
                     &id,
                     &text(&new.purpose),
@@ -41,6 +42,7 @@ impl Store for PostgresStore {
                     &record.id,
                     &record.secret_sha256,
                     &new.operator_approval,
+                    &new.approve_in_client,
                 ],
             )
             .await
@@ -326,8 +328,9 @@ impl Store for PostgresStore {
                 let id = random_id("ap")?;
                 tx.execute(
                     "INSERT INTO approval (id, task_id, tool, binding, arguments, summary, state,
-                                           requested_at, expires_at, operator_only)
-                     VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9)",
+                                           requested_at, expires_at, operator_only,
+                                           in_client, asked_by)
+                     VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9, $10, $11)",
                     &[
                         &id,
                         &request.task_id,
@@ -338,6 +341,8 @@ impl Store for PostgresStore {
                         &at,
                         &at.saturating_add(ttl_secs(request.ttl)),
                         &request.operator_only,
+                        &request.in_client,
+                        &request.asked_by.as_deref().map(text),
                     ],
                 )
                 .await
@@ -358,6 +363,7 @@ impl Store for PostgresStore {
         decision: Decision,
         by: &str,
         channel: &str,
+        note: Option<&str>,
     ) -> Result<Approval, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.failed(e))?;
@@ -379,9 +385,17 @@ impl Store for PostgresStore {
         };
         tx.execute(
             "UPDATE approval SET state = $2, expires_at = $3, decided_at = $4, decided_by = $5,
-                                 channel = $6
+                                 channel = $6, note = $7
              WHERE id = $1",
-            &[&id, &state, &expires_at, &at, &text(by), &text(channel)],
+            &[
+                &id,
+                &state,
+                &expires_at,
+                &at,
+                &text(by),
+                &text(channel),
+                &note.map(text),
+            ],
         )
         .await
         .map_err(|e| self.failed(e))?;
@@ -591,6 +605,180 @@ impl Store for PostgresStore {
         .await
         .map_err(fail)?;
         tx.commit().await.map_err(fail)
+    }
+
+    async fn add_account(&self, account: &Account) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let inserted = client
+            .execute(
+                "INSERT INTO operator (name, role, password_hash, created_at, created_by)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING",
+                &[
+                    &text(&account.name),
+                    &account.role.as_str(),
+                    &account.password_hash,
+                    &account.created_at,
+                    &text(&account.created_by),
+                ],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        if inserted == 0 {
+            return Err(StoreError::OperatorExists(account.name.clone()));
+        }
+        Ok(())
+    }
+
+    async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                &format!("SELECT {ACCOUNT_COLUMNS} FROM operator WHERE name = $1"),
+                &[&text(name)],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(row.as_ref().map(account_from_row))
+    }
+
+    async fn accounts(&self) -> Result<Vec<Account>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!("SELECT {ACCOUNT_COLUMNS} FROM operator ORDER BY name COLLATE \"C\""),
+                &[],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(rows.iter().map(account_from_row).collect())
+    }
+
+    async fn remove_account(&self, name: &str, _by: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        // The sign-ins go with the operator (ON DELETE CASCADE).
+        let removed = client
+            .execute("DELETE FROM operator WHERE name = $1", &[&text(name)])
+            .await
+            .map_err(|e| self.failed(e))?;
+        if removed == 0 {
+            return Err(StoreError::NoOperator(name.into()));
+        }
+        Ok(())
+    }
+
+    async fn set_password(
+        &self,
+        name: &str,
+        password_hash: &str,
+        _by: &str,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let fail = |e| self.failed(e);
+        let tx = client.transaction().await.map_err(fail)?;
+        let changed = tx
+            .execute(
+                "UPDATE operator SET password_hash = $2 WHERE name = $1",
+                &[&text(name), &password_hash],
+            )
+            .await
+            .map_err(fail)?;
+        if changed == 0 {
+            return Err(StoreError::NoOperator(name.into()));
+        }
+        tx.execute("DELETE FROM sign_in WHERE operator = $1", &[&text(name)])
+            .await
+            .map_err(fail)?;
+        tx.commit().await.map_err(fail)
+    }
+
+    async fn open_sign_in(
+        &self,
+        cookie_sha256: &[u8; 32],
+        operator: &str,
+        csrf: &str,
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO sign_in (cookie_sha256, operator, csrf, created_at, seen_at)
+                 VALUES ($1, $2, $3, $4, $4)",
+                &[&cookie_sha256.as_slice(), &text(operator), &csrf, &now()],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(())
+    }
+
+    async fn sign_in(
+        &self,
+        cookie_sha256: &[u8; 32],
+        limits: SignInLimits,
+    ) -> Result<Option<SignIn>, StoreError> {
+        let client = self.client().await?;
+        let fail = |e| self.failed(e);
+        let at = now();
+        let Some(row) = client
+            .query_opt(
+                "SELECT s.operator, o.role, s.csrf, s.created_at, s.seen_at
+                 FROM sign_in s JOIN operator o ON o.name = s.operator
+                 WHERE s.cookie_sha256 = $1",
+                &[&cookie_sha256.as_slice()],
+            )
+            .await
+            .map_err(fail)?
+        else {
+            return Ok(None);
+        };
+        let created_at: i64 = row.get(3);
+        if !limits.alive(created_at, row.get(4), at) {
+            client
+                .execute(
+                    "DELETE FROM sign_in WHERE cookie_sha256 = $1",
+                    &[&cookie_sha256.as_slice()],
+                )
+                .await
+                .map_err(fail)?;
+            return Ok(None);
+        }
+        client
+            .execute(
+                "UPDATE sign_in SET seen_at = $2 WHERE cookie_sha256 = $1",
+                &[&cookie_sha256.as_slice(), &at],
+            )
+            .await
+            .map_err(fail)?;
+        Ok(Some(SignIn {
+            operator: row.get(0),
+            // An unknown role (written by a newer host) grants the least.
+            role: Role::parse(row.get(1)).unwrap_or(Role::Approver),
+            csrf: row.get(2),
+            created_at,
+        }))
+    }
+
+    async fn close_sign_in(&self, cookie_sha256: &[u8; 32]) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "DELETE FROM sign_in WHERE cookie_sha256 = $1",
+                &[&cookie_sha256.as_slice()],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(())
+    }
+}
+
+const ACCOUNT_COLUMNS: &str = "name, role, password_hash, created_at, created_by";
+
+fn account_from_row(row: &tokio_postgres::Row) -> Account {
+    Account {
+        name: row.get(0),
+        // An unknown role (written by a newer host) grants the least.
+        role: Role::parse(row.get(1)).unwrap_or(Role::Approver),
+        password_hash: row.get(2),
+        created_at: row.get(3),
+        created_by: row.get(4),
     }
 }
 

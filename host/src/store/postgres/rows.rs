@@ -7,9 +7,10 @@ use super::PostgresStore;
 use crate::store::{Approval, ApprovalState, StateError, StoreError, Task, now};
 
 pub(super) const TASK_COLUMNS: &str = "id, purpose, opened_by, opened_at, expires_at, grants, pre_approved, \
-     max_calls, writes_per_hour, calls_used, revoked_at, revoked_by, ad_hoc, operator_approval";
+     max_calls, writes_per_hour, calls_used, revoked_at, revoked_by, ad_hoc, operator_approval, \
+     approve_in_client";
 /// How many columns [`TASK_COLUMNS`] names.
-pub(super) const TASK_COLUMN_COUNT: usize = 14;
+pub(super) const TASK_COLUMN_COUNT: usize = 15;
 
 pub(super) fn task_from_row(row: &Row) -> Result<Task, StoreError> {
     let list = |i: usize| -> Result<Vec<String>, StoreError> {
@@ -33,11 +34,12 @@ pub(super) fn task_from_row(row: &Row) -> Result<Task, StoreError> {
         revoked_by: row.get(11),
         ad_hoc: row.get(12),
         operator_approval: row.get(13),
+        approve_in_client: row.get(14),
     })
 }
 
 pub(super) const APPROVAL_COLUMNS: &str = "id, task_id, tool, binding, arguments, summary, state, \
-     requested_at, expires_at, decided_by, channel, decided_at, operator_only";
+     requested_at, expires_at, decided_by, channel, decided_at, operator_only, in_client, asked_by, note";
 
 pub(super) fn approval_from_row(row: &Row) -> Approval {
     let expires_at = row.get(8);
@@ -55,6 +57,9 @@ pub(super) fn approval_from_row(row: &Row) -> Approval {
         channel: row.get(10),
         decided_at: row.get(11),
         operator_only: row.get(12),
+        in_client: row.get(13),
+        asked_by: row.get(14),
+        note: row.get(15),
     }
 }
 

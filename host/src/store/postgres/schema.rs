@@ -1,13 +1,14 @@
 //! The tables, as numbered migrations.
 
 /// The newest schema this host knows; see [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Each entry brings the schema from the version before it to its own.
 /// Entries are never edited once released; a change is a new entry.
-pub(super) const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    "
+pub(super) const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        "
 CREATE TABLE task (
     id                TEXT PRIMARY KEY,
     purpose           TEXT NOT NULL,
@@ -73,7 +74,33 @@ CREATE TABLE audit_checkpoint (
     PRIMARY KEY (replica, seq)
 );
 ",
-)];
+    ),
+    // Named operators and their console sign-ins; who asked for an approval;
+    // tasks whose approvals the agent's client may give.
+    (
+        2,
+        "
+ALTER TABLE task ADD COLUMN approve_in_client BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE approval ADD COLUMN in_client BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE approval ADD COLUMN asked_by TEXT;
+ALTER TABLE approval ADD COLUMN note TEXT;
+CREATE TABLE operator (
+    name          TEXT PRIMARY KEY,
+    role          TEXT NOT NULL,
+    password_hash TEXT NOT NULL,
+    created_at    BIGINT NOT NULL,
+    created_by    TEXT NOT NULL
+);
+CREATE TABLE sign_in (
+    cookie_sha256 BYTEA PRIMARY KEY,
+    operator      TEXT NOT NULL REFERENCES operator(name) ON DELETE CASCADE,
+    csrf          TEXT NOT NULL,
+    created_at    BIGINT NOT NULL,
+    seen_at       BIGINT NOT NULL
+);
+",
+    ),
+];
 
 /// Any 64-bit number that other users of the database are unlikely to
 /// lock: it orders hosts migrating the same database at once.

@@ -1,0 +1,388 @@
+//! Signing in and out, who is signed in, and what guards a POST: the
+//! sign-in's CSRF token, the console's own origin, and a limit on failed
+//! sign-ins per name and per address.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{ConnectInfo, FromRequestParts, Query};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use maud::html;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::{Console, Shared, layout, peer, see_other, store_failed};
+use crate::audit::Event;
+use crate::operator::accounts::verify_password;
+use crate::store::{Role, SignIn, SignInLimits};
+
+/// A sign-in ends after this long without a request, and after `MAX` in
+/// any case.
+pub const LIMITS: SignInLimits = SignInLimits {
+    idle_secs: 30 * 60,
+    max_secs: 12 * 3600,
+};
+/// Failed sign-ins allowed per name, and per address, in [`WINDOW`].
+const NAME_FAILURES: usize = 5;
+const ADDRESS_FAILURES: usize = 20;
+const WINDOW: Duration = Duration::from_secs(15 * 60);
+
+/// The cookie's name: with `__Host-` (which browsers accept only from a
+/// secure origin, for the whole host) when served over TLS.
+fn cookie_name(secure: bool) -> &'static str {
+    if secure {
+        "__Host-toolhost_console"
+    } else {
+        "toolhost_console"
+    }
+}
+
+/// Recent failed sign-ins, per name and per address. Kept in this process:
+/// behind a load balancer each replica counts its own, so the limit is
+/// that many times the replicas (said in docs/console.md).
+#[derive(Default)]
+pub struct Limiter {
+    failures: Mutex<HashMap<String, Vec<Instant>>>,
+}
+
+impl Limiter {
+    fn recent(&self, key: &str) -> usize {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        match failures.get_mut(key) {
+            Some(times) => {
+                times.retain(|t| now.duration_since(*t) < WINDOW);
+                times.len()
+            }
+            None => 0,
+        }
+    }
+
+    /// Whether `name` from `address` may try now.
+    fn allowed(&self, name: &str, address: &str) -> bool {
+        self.recent(&format!("name:{name}")) < NAME_FAILURES
+            && self.recent(&format!("addr:{address}")) < ADDRESS_FAILURES
+    }
+
+    fn failed(&self, name: &str, address: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        // Forget keys nobody has failed with lately, so the map stays small.
+        failures.retain(|_, times| times.iter().any(|t| now.duration_since(*t) < WINDOW));
+        for key in [format!("name:{name}"), format!("addr:{address}")] {
+            failures.entry(key).or_default().push(now);
+        }
+    }
+
+    fn succeeded(&self, name: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        failures.remove(&format!("name:{name}"));
+    }
+}
+
+/// The signed-in operator of a request. Extracting it fails with a
+/// redirect to the sign-in page (for a page) or a 401.
+pub struct Operator(pub SignIn);
+
+impl Operator {
+    pub fn name(&self) -> &str {
+        &self.0.operator
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.0.role == Role::Admin
+    }
+
+    /// The sign-in's CSRF token, put in every form.
+    pub fn csrf(&self) -> &str {
+        &self.0.csrf
+    }
+}
+
+fn cookie_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
+fn cookie_hash(value: &str) -> [u8; 32] {
+    Sha256::digest(value.as_bytes()).into()
+}
+
+impl FromRequestParts<Arc<Console>> for Operator {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        console: &Arc<Console>,
+    ) -> Result<Operator, Response> {
+        let not_signed_in = || {
+            if parts.method == axum::http::Method::GET && !is_fragment(parts) {
+                see_other("/signin")
+            } else {
+                layout::message(
+                    StatusCode::UNAUTHORIZED,
+                    "Sign in first",
+                    "Your sign-in has ended; sign in again.",
+                )
+            }
+        };
+        let Some(value) = cookie_value(&parts.headers, cookie_name(console.secure())) else {
+            return Err(not_signed_in());
+        };
+        match console
+            .host
+            .store
+            .sign_in(&cookie_hash(value), LIMITS)
+            .await
+        {
+            Ok(Some(sign_in)) => Ok(Operator(sign_in)),
+            Ok(None) => Err(not_signed_in()),
+            Err(e) => Err(store_failed(e)),
+        }
+    }
+}
+
+/// A request for part of a page, made by the console's script.
+fn is_fragment(parts: &Parts) -> bool {
+    parts.uri.query().is_some_and(|q| q.contains("fragment="))
+}
+
+/// Whether a state-changing request comes from the console's own pages:
+/// the browser's `Sec-Fetch-Site` (where sent) says same-origin, and an
+/// `Origin` (where sent) is the console's own. `SameSite=Strict` keeps the
+/// cookie off cross-site requests as well; this refuses them outright.
+pub fn same_origin(console: &Console, headers: &HeaderMap) -> bool {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = header("sec-fetch-site")
+        && site != "same-origin"
+    {
+        return false;
+    }
+    let Some(origin) = header("origin") else {
+        return true;
+    };
+    let own = |url: &str| {
+        let url = url.trim_end_matches('/');
+        // The origin is scheme://host[:port], the base URL may add a path.
+        url == origin || url.starts_with(&format!("{origin}/"))
+    };
+    if own(&console.settings.public_url) {
+        return true;
+    }
+    // Reached directly at the listener's address (http://HOST:PORT).
+    header("host").is_some_and(|host| origin == format!("http://{host}"))
+}
+
+/// Checks a form's CSRF token and origin against the sign-in; the answer
+/// refusing it, if it fails.
+pub fn check_post(
+    console: &Console,
+    operator: &Operator,
+    headers: &HeaderMap,
+    presented: Option<&str>,
+) -> Option<Response> {
+    if !same_origin(console, headers) {
+        tracing::warn!(
+            operator = operator.name(),
+            "console: cross-site request refused"
+        );
+        return Some(layout::message(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "This request did not come from the console's own pages.",
+        ));
+    }
+    let presented = presented.unwrap_or("");
+    if !bool::from(presented.as_bytes().ct_eq(operator.csrf().as_bytes())) {
+        tracing::warn!(
+            operator = operator.name(),
+            "console: request without the CSRF token refused"
+        );
+        return Some(layout::message(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "The form's security token is missing or out of date. Reload the page and try again.",
+        ));
+    }
+    None
+}
+
+/// 256 random bits in hex; `None` (logged) if the OS cannot give them.
+fn random_token() -> Option<String> {
+    let mut bytes = [0u8; 32];
+    if let Err(e) = getrandom::fill(&mut bytes) {
+        tracing::error!("console: the OS random source failed: {e}");
+        return None;
+    }
+    Some(hex::encode(bytes))
+}
+
+#[derive(Deserialize, Default)]
+pub struct SignInQuery {
+    #[serde(default)]
+    failed: Option<String>,
+}
+
+pub async fn sign_in_page(Query(query): Query<SignInQuery>) -> Response {
+    sign_in_form(
+        StatusCode::OK,
+        query.failed.as_deref().map(|_| "Wrong name or password."),
+    )
+}
+
+fn sign_in_form(status: StatusCode, problem: Option<&str>) -> Response {
+    let body = html! {
+        main.signin {
+            h1 { "toolhost console" }
+            p.lede { "Sign in to decide approvals and manage tasks." }
+            @if let Some(problem) = problem {
+                p.problem role="alert" { (problem) }
+            }
+            form method="post" action="/signin" {
+                label for="name" { "Name" }
+                input #name name="name" type="text" autocomplete="username" required autofocus
+                    autocapitalize="none" spellcheck="false";
+                label for="password" { "Password" }
+                input #password name="password" type="password" autocomplete="current-password" required;
+                button type="submit" { "Sign in" }
+            }
+        }
+    };
+    (status, layout::bare("Sign in", body)).into_response()
+}
+
+pub async fn sign_in(
+    axum::extract::State(console): Shared,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    axum::Form(form): axum::Form<HashMap<String, String>>,
+) -> Response {
+    let address = peer(Some(addr));
+    let name = form
+        .get("name")
+        .map(|n| n.trim().to_string())
+        .unwrap_or_default();
+    let password = form.get("password").cloned().unwrap_or_default();
+    // A sign-in form posted from another site (login CSRF) is refused too.
+    if !same_origin(&console, &headers) {
+        return layout::message(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "This request did not come from the console's own pages.",
+        );
+    }
+    let shown_name: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
+    let refuse = |reason: &str| {
+        console.host.audit.record(Event::ConsoleSignInRefused {
+            operator: shown_name.clone(),
+            address: address.clone(),
+            reason: reason.to_string(),
+        });
+    };
+    if !console.limiter.allowed(&shown_name, &address) {
+        refuse("rate_limited");
+        tracing::warn!(operator = %shown_name, %address, "console: sign-in refused, too many failures");
+        return sign_in_form(
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(
+                "Too many failed sign-ins. Wait 15 minutes, or ask an admin to reset your password.",
+            ),
+        );
+    }
+    let account = match console.host.store.account(&name).await {
+        Ok(account) => account,
+        Err(e) => return store_failed(e),
+    };
+    // Hashing takes tens of milliseconds of CPU: off the async workers.
+    let checked = tokio::task::spawn_blocking(move || {
+        verify_password(account.as_ref(), &password)
+            .then_some(account)
+            .flatten()
+    })
+    .await
+    .ok()
+    .flatten();
+    let Some(account) = checked else {
+        console.limiter.failed(&shown_name, &address);
+        refuse("wrong_name_or_password");
+        tracing::warn!(operator = %shown_name, %address, "console: wrong name or password");
+        return sign_in_form(StatusCode::UNAUTHORIZED, Some("Wrong name or password."));
+    };
+    console.limiter.succeeded(&account.name);
+    let (Some(cookie), Some(csrf)) = (random_token(), random_token()) else {
+        return layout::message(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Error",
+            "No randomness; see the host log.",
+        );
+    };
+    if let Err(e) = console
+        .host
+        .store
+        .open_sign_in(&cookie_hash(&cookie), &account.name, &csrf)
+        .await
+    {
+        return store_failed(e);
+    }
+    console.host.audit.record(Event::ConsoleSignIn {
+        operator: account.name.clone(),
+        address,
+    });
+    tracing::info!(operator = %account.name, "console: signed in");
+    let secure = if console.secure() { "; Secure" } else { "" };
+    let set_cookie = format!(
+        "{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+        cookie_name(console.secure()),
+        LIMITS.max_secs
+    );
+    let mut response = see_other("/approvals");
+    if let Ok(value) = HeaderValue::from_str(&set_cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+pub async fn sign_out(
+    axum::extract::State(console): Shared,
+    operator: Operator,
+    headers: HeaderMap,
+    axum::Form(form): axum::Form<HashMap<String, String>>,
+) -> Response {
+    if let Some(refused) = check_post(
+        &console,
+        &operator,
+        &headers,
+        form.get("csrf").map(String::as_str),
+    ) {
+        return refused;
+    }
+    if let Some(value) = cookie_value(&headers, cookie_name(console.secure()))
+        && let Err(e) = console.host.store.close_sign_in(&cookie_hash(value)).await
+    {
+        return store_failed(e);
+    }
+    console.host.audit.record(Event::ConsoleSignOut {
+        operator: operator.name().to_string(),
+    });
+    let secure = if console.secure() { "; Secure" } else { "" };
+    let clear = format!(
+        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}",
+        cookie_name(console.secure())
+    );
+    let mut response = see_other("/signin");
+    if let Ok(value) = HeaderValue::from_str(&clear) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
