@@ -16,6 +16,7 @@ use crate::audit::{Audit, CallRecord, Event, record};
 use crate::catalog::{Catalog, CatalogTool};
 use crate::gate::Refusal;
 use crate::manifest::{InstanceMode, RiskClass, ToolName};
+use crate::metrics::Metrics;
 use crate::policy::{self, Denial};
 use crate::queue::{Full, Place};
 use crate::sandbox::{CallContext, SandboxError, ToolError};
@@ -48,9 +49,15 @@ pub struct Toolhost {
     /// The console's base URL, when one is served: approval links start
     /// with it.
     pub console_url: std::sync::OnceLock<String>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Toolhost {
+    /// Calls between their start and their outcome record.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
     /// The console page of an approval, if a console is served.
     pub fn approval_page(&self, id: &str) -> Option<String> {
         self.console_url
@@ -68,6 +75,7 @@ impl Toolhost {
             in_flight: AtomicUsize::new(0),
             sessions: LiveSessions::default(),
             console_url: std::sync::OnceLock::new(),
+            metrics: Arc::new(Metrics::new()),
         }
     }
 
@@ -363,7 +371,10 @@ impl Toolhost {
             (RiskClass::Read, _) => Charge::Read,
             _ => Charge::Write,
         };
-        let refusal = match self.store.charge(task, tool.name.as_str(), charge).await {
+        let started = std::time::Instant::now();
+        let charged = self.store.charge(task, tool.name.as_str(), charge).await;
+        self.metrics.observe_charge(started);
+        let refusal = match charged {
             Ok(Ok(charged)) => {
                 return Ok(match (tool.risk, charged.approval) {
                     (RiskClass::Read, _) => None,

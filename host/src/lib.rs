@@ -18,6 +18,7 @@ pub mod inspect;
 pub mod lint;
 pub mod manifest;
 pub mod mcp;
+pub mod metrics;
 pub mod operator;
 pub mod policy;
 pub mod queue;

@@ -122,6 +122,11 @@ impl CallQueue {
         }
     }
 
+    /// Calls holding a place now: running, or waiting for a slot.
+    pub fn admitted(&self) -> u32 {
+        self.lock().admitted
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Places> {
         // The counts are updated whole under the lock, so a panic elsewhere
         // cannot leave them half-changed.

@@ -19,7 +19,7 @@ pub mod verify;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -103,7 +103,12 @@ enum Message {
 #[derive(Clone)]
 pub struct Audit {
     inner: Arc<Inner>,
+    /// Told of every event as it is recorded (the host's metrics).
+    observer: Arc<OnceLock<Observer>>,
 }
+
+/// What [`Audit::observe_with`] installs.
+pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
 
 enum Inner {
     /// The serving host: one writer thread owns the trail.
@@ -142,6 +147,7 @@ impl Audit {
             })
             .expect("spawning the audit writer thread");
         Audit {
+            observer: Arc::default(),
             inner: Arc::new(Inner::Writer {
                 tx: Mutex::new(Some(tx)),
                 healthy,
@@ -155,6 +161,7 @@ impl Audit {
     /// For a CLI command: writes in the calling thread.
     pub fn direct(trail: Trail) -> Audit {
         Audit {
+            observer: Arc::default(),
             inner: Arc::new(Inner::Direct(Box::new(Mutex::new(Direct {
                 trail,
                 redactor: Arc::default(),
@@ -178,6 +185,18 @@ impl Audit {
         }
     }
 
+    /// Tells `observer` of every event recorded from now on (once; a second
+    /// observer is ignored).
+    pub fn observe_with(&self, observer: Observer) {
+        let _ = self.observer.set(observer);
+    }
+
+    fn observe(&self, event: &Event) {
+        if let Some(observer) = self.observer.get() {
+            observer(event);
+        }
+    }
+
     /// Whether the last write succeeded; write calls are refused while not.
     pub fn healthy(&self) -> bool {
         match &*self.inner {
@@ -189,6 +208,7 @@ impl Audit {
     /// Records `event` without waiting: it is written with the next batch
     /// and synced within a second, or at a clean stop.
     pub fn record(&self, event: Event) {
+        self.observe(&event);
         match &*self.inner {
             Inner::Writer { .. } => {
                 if self.send(Message::Record { event, ack: None }).is_err() {
@@ -196,7 +216,7 @@ impl Audit {
                 }
             }
             Inner::Direct(_) => {
-                if let Err(e) = self.record_blocking(event) {
+                if let Err(e) = self.write_blocking(event) {
                     tracing::error!("audit record lost: {e}");
                 }
             }
@@ -205,6 +225,7 @@ impl Audit {
 
     /// Records `event` and returns once it is on disk, with its seq.
     pub async fn record_durable(&self, event: Event) -> Result<u64, String> {
+        self.observe(&event);
         match &*self.inner {
             Inner::Writer { .. } => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
@@ -216,12 +237,17 @@ impl Audit {
                 rx.await
                     .unwrap_or_else(|_| Err(AuditError::Stopped.to_string()))
             }
-            Inner::Direct(_) => self.record_blocking(event),
+            Inner::Direct(_) => self.write_blocking(event),
         }
     }
 
     /// [`Audit::record_durable`] for synchronous code; blocks the thread.
     pub fn record_blocking(&self, event: Event) -> Result<u64, String> {
+        self.observe(&event);
+        self.write_blocking(event)
+    }
+
+    fn write_blocking(&self, event: Event) -> Result<u64, String> {
         match &*self.inner {
             Inner::Writer { .. } => {
                 let (tx, rx) = mpsc::sync_channel(1);

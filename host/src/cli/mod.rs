@@ -58,7 +58,7 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Serve the manifest's tools over MCP (stdio or Streamable HTTP).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Set each plugin's sha256 pin in the manifest to its component file's digest.
     Pin(PinArgs),
     /// Open, list, show, revoke and extend tasks (grants of write and destructive tools).
@@ -117,7 +117,7 @@ impl Cli {
 /// them on `logs`, the redaction of the process's log lines.
 pub async fn run(cli: Cli, logs: LogRedaction) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => serve::serve(args, logs).await,
+        Command::Serve(args) => serve::serve(*args, logs).await,
         Command::Pin(args) => pin::pin(&args),
         Command::Task(args) => task::task(args).await,
         Command::Approval(args) => approval::approval(args).await,

@@ -66,6 +66,10 @@ pub struct ServeArgs {
     /// Read the admin token from this file (mode 0600) instead of TOOLHOST_ADMIN_TOKEN.
     #[arg(long, value_name = "PATH", requires = "admin")]
     pub admin_token_file: Option<PathBuf>,
+    /// A token (file of mode 0600) that may read /metrics and nothing else;
+    /// else TOOLHOST_METRICS_TOKEN; the admin token may always read them.
+    #[arg(long, value_name = "PATH", requires = "admin")]
+    pub metrics_token_file: Option<PathBuf>,
     /// Also accept this Host header (repeatable), e.g. when binding a public address.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
@@ -263,7 +267,17 @@ async fn serve_recorded(
             dir.display()
         );
     }
+    let metrics_token = match (args.admin, args.metrics_token_file.as_deref()) {
+        (None, _) => None,
+        (Some(_), file) => match (std::env::var("TOOLHOST_METRICS_TOKEN").ok(), file) {
+            (None, None) => None,
+            (env, file) => Some(AdminToken::load(env, file).context("the metrics token")?),
+        },
+    };
     let host = Arc::new(load_host(&manifest, store.clone(), &audit, &logs).await?);
+    // Metrics count what the trail records, as it is recorded.
+    let metrics = host.metrics.clone();
+    audit.observe_with(Arc::new(move |event| metrics.observe(event)));
     let catalog = &host.catalog;
     if args.strict && !catalog.refusals.is_empty() {
         bail!(
@@ -337,13 +351,13 @@ async fn serve_recorded(
             },
         );
         console = Some(shown.clone());
-        let admin = AdminServer::new(
-            listener,
-            store.clone(),
-            manifest.clone(),
-            token,
-            crate::console::router(shown),
-        );
+        let mut scrapers = vec![token.clone()];
+        if let Some(metrics_token) = metrics_token {
+            scrapers.push(metrics_token);
+        }
+        let beside = crate::console::router(shown)
+            .merge(crate::console::scrape::router(host.clone(), scrapers));
+        let admin = AdminServer::new(listener, store.clone(), manifest.clone(), token, beside);
         // On stdio, stdout is JSON-RPC's alone: the address goes to the log.
         if args.stdio {
             tracing::info!(%bound, console = %public_url, "admin API and console listening");

@@ -116,7 +116,7 @@ fn card(console: &Console, approval: &Approval, task: Option<&Task>) -> Markup {
             }
             " " span.risk.destructive { "destructive" }
         }
-        p.summary { (text::visible(&approval.summary)) }
+        p.summary { (text::escape_hidden(&approval.summary)) }
         dl.meta {
             dt { "Tool" } dd { code { (approval.tool) } }
             dt { "Task" } dd {
@@ -162,7 +162,7 @@ pub async fn page(
             (tool.map_or(approval.tool.as_str(), |t| t.title.as_str()))
             " " span.risk.destructive { "destructive" }
         }
-        p.summary { (text::visible(&approval.summary)) }
+        p.summary { (text::escape_hidden(&approval.summary)) }
         dl.meta {
             dt { "Tool" } dd { code { (approval.tool) } }
             dt { "Task" } dd {

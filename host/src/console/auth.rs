@@ -158,16 +158,16 @@ fn is_fragment(parts: &Parts) -> bool {
     parts.uri.query().is_some_and(|q| q.contains("fragment="))
 }
 
-/// Whether a state-changing request comes from the console's own pages:
-/// the browser's `Sec-Fetch-Site` (where sent) says same-origin, and an
-/// `Origin` (where sent) is the console's own. `SameSite=Strict` keeps the
-/// cookie off cross-site requests as well; this refuses them outright.
+/// Whether a state-changing request comes from the console's own pages.
+/// A browser that sends `Sec-Fetch-Site` (every current one) is believed:
+/// only `same-origin` passes. Without it, an `Origin` header must be the
+/// console's own; a request with neither comes from no browser page.
+/// `SameSite=Strict` keeps the cookie off cross-site requests as well; this
+/// also refuses same-site ones from another port or subdomain.
 pub fn same_origin(console: &Console, headers: &HeaderMap) -> bool {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(site) = header("sec-fetch-site")
-        && site != "same-origin"
-    {
-        return false;
+    if let Some(site) = header("sec-fetch-site") {
+        return site == "same-origin";
     }
     let Some(origin) = header("origin") else {
         return true;

@@ -20,6 +20,7 @@ mod auth;
 mod catalog;
 mod events;
 mod layout;
+pub mod scrape;
 mod sessions;
 mod tasks;
 
@@ -132,7 +133,9 @@ async fn protect(request: Request, next: Next) -> Response {
     );
     set(headers, header::X_FRAME_OPTIONS, "DENY");
     set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    set(headers, header::REFERRER_POLICY, "no-referrer");
+    // Not `no-referrer`: with it browsers send `Origin: null` on the
+    // console's own form posts. No URL of the console holds a secret.
+    set(headers, header::REFERRER_POLICY, "same-origin");
     set(headers, header::CACHE_CONTROL, "no-store");
     set(
         headers,

@@ -264,7 +264,7 @@ pub async fn open(
     let body = html! {
         p.crumbs { a href="/tasks" { "Tasks" } " / " code { (task.id) } }
         h1 { "Task opened" }
-        p { "Task " code { (task.id) } " is open until " (layout::time(task.expires_at)) "." }
+        p { "Task " code #task-id { (task.id) } " is open until " (layout::time(task.expires_at)) "." }
         section.token aria-labelledby="token-h" {
             h2 #token-h { "Its token — shown only this once" }
             p { "Give it to the agent's MCP client. Nobody can show it again; if it is lost, revoke the task and open another." }

@@ -51,6 +51,7 @@ pub enum AdminTokenError {
 }
 
 /// The admin token, kept only as its hash.
+#[derive(Clone)]
 pub struct AdminToken([u8; 32]);
 
 impl AdminToken {
@@ -70,7 +71,7 @@ impl AdminToken {
 
     /// Hashing first makes the comparison independent of the presented
     /// token's length as well as of its content.
-    fn matches(&self, presented: &str) -> bool {
+    pub fn matches(&self, presented: &str) -> bool {
         let presented: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         presented.ct_eq(&self.0).into()
     }

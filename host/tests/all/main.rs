@@ -8,6 +8,7 @@ mod cache;
 mod call;
 mod catalog;
 mod conformance;
+mod console;
 mod descriptions;
 mod faults;
 mod helpdesk;

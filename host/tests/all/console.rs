@@ -1,0 +1,233 @@
+//! The console in a real browser: Debian's Chromium driven by Playwright
+//! (`tests/fixtures/console/console.py`), beside the official MCP Python
+//! SDK as the agent's client. `just console-setup` (part of `just test`)
+//! installs both into the virtualenv `target/pysdk`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+const ADMIN_TOKEN: &str = "admin-token-for-console-tests-0123456789";
+
+fn python() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/pysdk/bin/python");
+    assert!(
+        path.exists(),
+        "{} is missing: run `just console-setup` (part of `just test`)",
+        path.display()
+    );
+    path
+}
+
+/// Adds an operator through the CLI, the password on stdin.
+fn add_operator(m: &TestManifest, name: &str, role: &str) {
+    let mut child = toolhost()
+        .args([
+            "operator",
+            "add",
+            name,
+            "--role",
+            role,
+            "--password-stdin",
+            "--manifest",
+        ])
+        .arg(&m.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{name}-password-123").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "operator add {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn escalation_is_destructive() -> PluginEntry {
+    let mut helpdesk = PluginEntry::helpdesk().risk("helpdesk_ticket_escalate", "destructive");
+    helpdesk.tool_lines.push((
+        "helpdesk_ticket_escalate".into(),
+        "approval = \"hands ticket {key} to the {team} team, saying: {reason}\"".into(),
+    ));
+    helpdesk
+}
+
+#[tokio::test]
+async fn an_approver_decides_in_the_browser_what_the_agent_asked_for() {
+    let python = python();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/console/console.py");
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
+    let m = manifest(vec![escalation_is_destructive()]);
+    add_operator(&m, "alice", "admin");
+    add_operator(&m, "carol", "approver");
+    add_operator(&m, "dave", "approver");
+    let listed = cli(&m, &["operator", "list"]);
+    assert!(
+        listed.contains("alice") && listed.contains("admin"),
+        "{listed}"
+    );
+
+    let host = http_env(
+        &m,
+        &["--admin", "127.0.0.1:0"],
+        &[("TOOLHOST_ADMIN_TOKEN", ADMIN_TOKEN)],
+    );
+    let console = host
+        .admin
+        .as_deref()
+        .unwrap()
+        .trim_end_matches("/v1")
+        .to_string();
+
+    let run = tokio::process::Command::new(python)
+        .arg(&script)
+        .arg(&console)
+        .arg(&host.url)
+        .arg(&shots)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    // A guard against a browser that hangs, not a measurement.
+    let out = tokio::time::timeout(Duration::from_secs(180), run)
+        .await
+        .expect("the browser session finishes within 3 minutes")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the browser session failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("one JSON object on stdout, got {stdout:?}: {e}"));
+    let approval = report["approval"].as_str().unwrap();
+
+    // What the trail says: the person, the channel and the note; one run
+    // of the approved call; the refused sign-ins.
+    let state = m.path.parent().unwrap().join(".toolhost");
+    let records = crate::audit::records(&state);
+    let decided: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "approval_decided")
+        .collect();
+    let first = decided
+        .iter()
+        .find(|r| r["approval"] == approval)
+        .unwrap_or_else(|| panic!("no decision on {approval}: {decided:#?}"));
+    assert_eq!(first["by"], "alice");
+    assert_eq!(first["channel"], "console");
+    assert_eq!(first["note"], "Checked with the billing lead.");
+    assert!(
+        decided
+            .iter()
+            .any(|r| r["decision"] == "denied" && r["by"] == "alice")
+    );
+    let ran: Vec<&Value> = records
+        .iter()
+        .filter(|r| {
+            r["event"] == "tool_call"
+                && r["tool"] == "helpdesk_ticket_escalate"
+                && r["outcome"] == "ok"
+        })
+        .collect();
+    assert_eq!(ran.len(), 1, "the approved call ran once: {ran:#?}");
+    assert_eq!(ran[0]["grant"], format!("approval:{approval}"));
+    let asked = records
+        .iter()
+        .find(|r| r["event"] == "approval_requested" && r["approval"] == approval)
+        .unwrap();
+    assert_eq!(asked["task"], report["token_task"]);
+    let refused: Vec<&str> = records
+        .iter()
+        .filter(|r| r["event"] == "console_sign_in_refused" && r["operator"] == "carol")
+        .map(|r| r["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            "wrong_name_or_password",
+            "wrong_name_or_password",
+            "wrong_name_or_password",
+            "wrong_name_or_password",
+            "wrong_name_or_password",
+            "rate_limited"
+        ]
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["event"] == "task_revoked" && r["by"] == "alice")
+    );
+    // The metrics count the scripted session: the admin token (or the
+    // metrics token) reads them, nothing else does.
+    let http = reqwest::Client::new();
+    let scrape = |token: Option<&'static str>| {
+        let mut request = http.get(format!("{console}/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    assert_eq!(scrape(None).await.unwrap().status(), 401);
+    assert_eq!(
+        scrape(Some("not-the-token-0123456789abcdef01234"))
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    let metrics = scrape(Some(ADMIN_TOKEN))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "toolhost_tool_calls_total{tool=\"helpdesk_ticket_escalate\",risk=\"destructive\",outcome=\"ok\"} 1",
+        "toolhost_tool_calls_total{tool=\"helpdesk_ticket_escalate\",risk=\"destructive\",outcome=\"approval_denied\"} 1",
+        "toolhost_tool_calls_total{tool=\"helpdesk_ticket_escalate\",risk=\"destructive\",outcome=\"grant_expired\"} 1",
+        "toolhost_tool_call_duration_seconds_count{tool=\"helpdesk_ticket_escalate\"}",
+        "toolhost_approval_decision_seconds_count{decision=\"approved\"} 1",
+        "toolhost_approval_decision_seconds_count{decision=\"denied\"} 1",
+        // The revocation ended the one left pending.
+        "toolhost_approvals_pending 0",
+        "toolhost_audit_unavailable 0",
+        "toolhost_plugin_queue_depth{plugin=\"helpdesk\"} 0",
+        "toolhost_store_charge_duration_seconds_count",
+    ] {
+        assert!(metrics.contains(line), "{line} is not in\n{metrics}");
+    }
+    let required = metrics
+        .lines()
+        .find(|l| l.starts_with("toolhost_tool_calls_total{tool=\"helpdesk_ticket_escalate\",risk=\"destructive\",outcome=\"approval_required\"}"))
+        .unwrap_or_else(|| panic!("no approval_required count in\n{metrics}"));
+    assert!(
+        required.ends_with(" 1") || required.ends_with(" 2") || required.ends_with(" 3"),
+        "{required}"
+    );
+    for page in [
+        "signin",
+        "approvals",
+        "approval",
+        "approval-phone",
+        "tasks",
+        "catalog",
+        "audit",
+        "sessions",
+    ] {
+        assert!(
+            shots.join(format!("{page}.png")).exists(),
+            "screenshot of {page}"
+        );
+    }
+    drop(host);
+}
