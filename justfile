@@ -12,6 +12,7 @@ conformance_dir := justfile_directory() / "target/conformance"
 # own for the interop test (host/tests/all/pysdk.rs).
 pysdk_dir := justfile_directory() / "target/pysdk"
 pysdk_version := "2.3.0"
+playwright_version := "1.65.2"
 
 # Show the recipes.
 default:
@@ -35,15 +36,21 @@ plugins:
 
 # The main job: the demo CRM on 127.0.0.1:8788 and the host serving
 # tools-manifest.toml over Streamable HTTP, with a fresh demo secret that
-# only the CRM and the host's secret store get.
-run addr="127.0.0.1:8787": build
+# only the CRM and the host's secret store get, and the console (and admin
+# API) at http://127.0.0.1:8790/.
+run addr="127.0.0.1:8787" admin_addr="127.0.0.1:8790": build
     #!/usr/bin/env bash
     set -euo pipefail
     secret="demo-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
     CRM_UPSTREAM_TOKEN="$secret" ./target/release/crm-upstream --listen 127.0.0.1:8788 &
     crm=$!
     trap 'kill $crm 2>/dev/null || true' EXIT
-    TOOLHOST_SECRET_CRM_TOKEN="$secret" ./target/release/toolhost serve --manifest tools-manifest.toml --http {{addr}}
+    # The admin token guards the JSON admin API and /metrics; people use the
+    # console with their own names (toolhost operator add NAME --role admin).
+    admin="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    echo "admin token for /v1 and /metrics (this run only): $admin"
+    ./target/release/toolhost operator list --manifest tools-manifest.toml
+    TOOLHOST_ADMIN_TOKEN="$admin" TOOLHOST_SECRET_CRM_TOKEN="$secret" ./target/release/toolhost serve --manifest tools-manifest.toml --http {{addr}} --admin {{admin_addr}}
 
 # Serve the example catalog over stdio (for clients that launch the host),
 # with the demo CRM beside it as in `run`.
@@ -60,7 +67,7 @@ stdio: build
 # suite, run by cargo-nextest (installed if missing): each test in its own
 # process, stopped if it runs past 4 minutes. With CI set, a failed test is
 # retried twice and reported as flaky if it then passes.
-test: setup plugins conformance-setup python-sdk-setup postgres-setup
+test: setup plugins conformance-setup python-sdk-setup console-setup postgres-setup
     command -v cargo-nextest >/dev/null || cargo install cargo-nextest --locked
     cargo nextest run --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --profile {{ if env_var_or_default("CI", "") != "" { "ci" } else { "default" } }}
     cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --doc
@@ -83,6 +90,25 @@ python-sdk-setup:
     if "{{pysdk_dir}}/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("mcp") != sys.argv[1])' "{{pysdk_version}}" 2>/dev/null; then exit 0; fi
     python3 -m venv "{{pysdk_dir}}"
     "{{pysdk_dir}}/bin/python" -m pip install --disable-pip-version-check --quiet "mcp=={{pysdk_version}}"
+
+# The console's browser test drives Debian's Chromium with Playwright's
+# Python package (no browser download: it uses /usr/bin/chromium).
+# Install chromium with apt-get and Playwright into target/pysdk, unless they are there.
+console-setup: python-sdk-setup
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if ! [ -x /usr/bin/chromium ]; then
+        as_root=()
+        if [ "$(id -u)" -ne 0 ]; then
+            command -v sudo >/dev/null || { echo "console-setup: installing chromium needs root (or sudo)" >&2; exit 1; }
+            as_root=(sudo)
+        fi
+        echo "console-setup: chromium missing; installing it with apt-get" >&2
+        "${as_root[@]}" apt-get update
+        "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+    fi
+    if "{{pysdk_dir}}/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("playwright") != sys.argv[1])' "{{playwright_version}}" 2>/dev/null; then exit 0; fi
+    "{{pysdk_dir}}/bin/python" -m pip install --disable-pip-version-check --quiet "playwright=={{playwright_version}}"
 
 # Debian's `postgresql` (server binaries under /usr/lib/postgresql/*/bin) is
 # for the store's PostgreSQL tests and `just cluster`, haproxy for the latter;

@@ -27,6 +27,9 @@ pub const LIMITS: SignInLimits = SignInLimits {
     idle_secs: 30 * 60,
     max_secs: 12 * 3600,
 };
+/// Password checks running at once.
+static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 /// Failed sign-ins allowed per name, and per address, in [`WINDOW`].
 const NAME_FAILURES: usize = 5;
 const ADDRESS_FAILURES: usize = 20;
@@ -304,7 +307,12 @@ pub async fn sign_in(
         Ok(account) => account,
         Err(e) => return store_failed(e),
     };
-    // Hashing takes tens of milliseconds of CPU: off the async workers.
+    // Hashing takes tens of milliseconds of CPU and 19 MiB: off the async
+    // workers, and two at a time, so a burst of sign-ins cannot take the
+    // host's memory or every core.
+    let Ok(_hashing) = HASHING.acquire().await else {
+        return store_failed(crate::store::StoreError::Database("sign-in stopped".into()));
+    };
     let checked = tokio::task::spawn_blocking(move || {
         verify_password(account.as_ref(), &password)
             .then_some(account)

@@ -52,8 +52,8 @@ fn check_password(password: &str) -> Result<(), AccountError> {
 }
 
 /// argon2id with OWASP's second recommended setting (19 MiB, 2 passes, one
-/// lane): about 30 ms here, small enough that a burst of sign-ins cannot
-/// exhaust the host's memory.
+/// lane): costly enough to slow a guesser holding a stolen hash, small
+/// enough that the console checks two at a time without straining the host.
 fn hasher() -> Argon2<'static> {
     let params = Params::new(19 * 1024, 2, 1, None).expect("constant argon2 parameters are valid");
     Argon2::new(Algorithm::Argon2id, Version::V0x13, params)

@@ -539,7 +539,11 @@ async fn the_database_is_configured_outside_the_manifest_and_its_schema_is_check
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("schema is version 99") && stderr.contains("newer than this host's 1"),
+        stderr.contains("schema is version 99")
+            && stderr.contains(&format!(
+                "newer than this host's {}",
+                toolhost::store::postgres::SCHEMA_VERSION
+            )),
         "{stderr}"
     );
 }
