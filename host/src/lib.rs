@@ -28,3 +28,4 @@ pub mod scaffold;
 pub mod session;
 pub mod store;
 pub mod text;
+pub mod webhook;

@@ -201,18 +201,23 @@ impl Metrics {
                         })
                         .inc();
                 }
+                // A name the catalog does not have is whatever a client
+                // sent: one label for all of them, or any client could
+                // grow the registry without bound.
+                let tool = match record.risk {
+                    Some(_) => record.tool.clone(),
+                    None => "(unknown)".to_string(),
+                };
                 self.calls
                     .get_or_create(&CallLabels {
-                        tool: record.tool.clone(),
+                        tool: tool.clone(),
                         risk: record.risk.clone().unwrap_or_else(|| "none".into()),
                         outcome,
                     })
                     .inc();
                 if let Some(us) = record.duration_us {
                     self.call_seconds
-                        .get_or_create(&ToolLabel {
-                            tool: record.tool.clone(),
-                        })
+                        .get_or_create(&ToolLabel { tool })
                         .observe(us as f64 / 1e6);
                 }
             }

@@ -18,6 +18,7 @@ use crate::catalog;
 use crate::console::{Console, ConsoleSettings};
 use crate::dispatch::Toolhost;
 use crate::gate::Network;
+use crate::gate::SecretStore;
 use crate::lint;
 use crate::manifest::Manifest;
 use crate::mcp::http::{HttpOptions, HttpServer};
@@ -27,6 +28,7 @@ use crate::operator::admin::{AdminServer, AdminToken};
 use crate::redact::LogRedaction;
 use crate::store::postgres::{CheckpointRow, PostgresStore};
 use crate::store::{self, Store, StoreError};
+use crate::webhook::{Webhook, WebhookError};
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "http"])))]
@@ -275,9 +277,30 @@ async fn serve_recorded(
         },
     };
     let host = Arc::new(load_host(&manifest, store.clone(), &audit, &logs).await?);
-    // Metrics count what the trail records, as it is recorded.
+    let webhook = match &manifest.approval_webhook {
+        None => None,
+        Some(hook) => {
+            let secret = match &hook.secret {
+                None => None,
+                Some(name) => Some(
+                    SecretStore::open(manifest.secrets_file.as_deref())?
+                        .get(name)
+                        .map_err(WebhookError::Secret)?,
+                ),
+            };
+            Some(Webhook::new(&hook.url, secret, audit.clone())?)
+        }
+    };
+    // Metrics count what the trail records, as it is recorded; the webhook
+    // posts the approvals it records as asked for.
     let metrics = host.metrics.clone();
-    audit.observe_with(Arc::new(move |event| metrics.observe(event)));
+    let notify = webhook.clone();
+    audit.observe_with(Arc::new(move |event| {
+        metrics.observe(event);
+        if let Some(hook) = &notify {
+            hook.observe(event);
+        }
+    }));
     let catalog = &host.catalog;
     if args.strict && !catalog.refusals.is_empty() {
         bail!(
@@ -329,6 +352,14 @@ async fn serve_recorded(
             stop.cancel();
         }
     });
+    // With `console_url` set, links point there even from a replica that
+    // serves no console itself (another one does, behind the same proxy).
+    if let Some(url) = &manifest.console_url {
+        let _ = host.console_url.set(url.clone());
+        if let Some(hook) = &webhook {
+            hook.link_to(url);
+        }
+    }
     let mut console = None;
     if let (Some(addr), Some(token)) = (args.admin, admin_token) {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -341,6 +372,9 @@ async fn serve_recorded(
             .unwrap_or_else(|| format!("http://{bound}"));
         // Approval links in replies to MCP clients point at this console.
         let _ = host.console_url.set(public_url.clone());
+        if let Some(hook) = &webhook {
+            hook.link_to(&public_url);
+        }
         let shown = Console::new(
             host.clone(),
             manifest.clone(),

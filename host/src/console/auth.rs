@@ -45,52 +45,68 @@ fn cookie_name(secure: bool) -> &'static str {
     }
 }
 
-/// Recent failed sign-ins, per name and per address. Kept in this process:
-/// behind a load balancer each replica counts its own, so the limit is
-/// that many times the replicas (said in docs/console.md).
+/// Recent failed sign-ins, per name (from one address) and per address.
+/// Kept in this process: behind a load balancer each replica counts its
+/// own, so the limit is that many times the replicas (said in
+/// docs/console.md).
 #[derive(Default)]
 pub struct Limiter {
     failures: Mutex<HashMap<String, Vec<Instant>>>,
+    /// Keys whose refusal was recorded in this window: one record each, so
+    /// a flood of refused tries cannot fill the trail.
+    recorded: Mutex<HashMap<String, Instant>>,
 }
 
 impl Limiter {
-    fn recent(&self, key: &str) -> usize {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        match failures.get_mut(key) {
-            Some(times) => {
-                times.retain(|t| now.duration_since(*t) < WINDOW);
-                times.len()
-            }
-            None => 0,
-        }
+    fn keys(name: &str, address: &str) -> [String; 2] {
+        [format!("name:{address}:{name}"), format!("addr:{address}")]
     }
 
-    /// Whether `name` from `address` may try now.
-    fn allowed(&self, name: &str, address: &str) -> bool {
-        self.recent(&format!("name:{name}")) < NAME_FAILURES
-            && self.recent(&format!("addr:{address}")) < ADDRESS_FAILURES
-    }
-
-    fn failed(&self, name: &str, address: &str) {
+    /// Takes a try for `name` from `address`, counted as a failure until
+    /// [`Limiter::succeeded`] says otherwise, so parallel tries cannot pass
+    /// the limit before the first of them has been counted. `false`: too
+    /// many lately.
+    fn take(&self, name: &str, address: &str) -> bool {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         // Forget keys nobody has failed with lately, so the map stays small.
-        failures.retain(|_, times| times.iter().any(|t| now.duration_since(*t) < WINDOW));
-        for key in [format!("name:{name}"), format!("addr:{address}")] {
+        failures.retain(|_, times| {
+            times.retain(|t| now.duration_since(*t) < WINDOW);
+            !times.is_empty()
+        });
+        let [by_name, by_address] = Limiter::keys(name, address);
+        let count = |key: &str| failures.get(key).map_or(0, Vec::len);
+        if count(&by_name) >= NAME_FAILURES || count(&by_address) >= ADDRESS_FAILURES {
+            return false;
+        }
+        for key in [by_name, by_address] {
             failures.entry(key).or_default().push(now);
+        }
+        true
+    }
+
+    /// The try was right: it does not count, and the name starts afresh.
+    fn succeeded(&self, name: &str, address: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let [by_name, by_address] = Limiter::keys(name, address);
+        failures.remove(&by_name);
+        if let Some(times) = failures.get_mut(&by_address) {
+            times.pop();
         }
     }
 
-    fn succeeded(&self, name: &str) {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        failures.remove(&format!("name:{name}"));
+    /// Whether a refusal for being over the limit should be recorded now.
+    fn record_refusal(&self, name: &str, address: &str) -> bool {
+        let mut recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
+        recorded.retain(|_, at| at.elapsed() < WINDOW);
+        let [by_name, _] = Limiter::keys(name, address);
+        recorded.insert(by_name, Instant::now()).is_none()
     }
 }
 
 /// The signed-in operator of a request. Extracting it fails with a
 /// redirect to the sign-in page (for a page) or a 401.
-pub struct Operator(pub SignIn);
+pub struct Operator(pub SignIn, [u8; 32]);
 
 impl Operator {
     pub fn name(&self) -> &str {
@@ -99,6 +115,11 @@ impl Operator {
 
     pub fn is_admin(&self) -> bool {
         self.0.role == Role::Admin
+    }
+
+    /// The SHA-256 of the sign-in's cookie, which finds it in the store.
+    pub fn cookie_sha256(&self) -> &[u8; 32] {
+        &self.1
     }
 
     /// The sign-in's CSRF token, put in every form.
@@ -131,7 +152,11 @@ impl FromRequestParts<Arc<Console>> for Operator {
     ) -> Result<Operator, Response> {
         let not_signed_in = || {
             if parts.method == axum::http::Method::GET && !is_fragment(parts) {
-                see_other("/signin")
+                // Back to the page asked for (an approval's link) after.
+                match return_path(parts.uri.path()) {
+                    Some(path) if path != "/" => see_other(&format!("/signin?next={path}")),
+                    _ => see_other("/signin"),
+                }
             } else {
                 layout::message(
                     StatusCode::UNAUTHORIZED,
@@ -149,7 +174,7 @@ impl FromRequestParts<Arc<Console>> for Operator {
             .sign_in(&cookie_hash(value), LIMITS)
             .await
         {
-            Ok(Some(sign_in)) => Ok(Operator(sign_in)),
+            Ok(Some(sign_in)) => Ok(Operator(sign_in, cookie_hash(value))),
             Ok(None) => Err(not_signed_in()),
             Err(e) => Err(store_failed(e)),
         }
@@ -231,20 +256,27 @@ fn random_token() -> Option<String> {
     Some(hex::encode(bytes))
 }
 
+/// A console path to return to after signing in: plain path characters
+/// only, so it can neither leave the console nor carry markup.
+fn return_path(path: &str) -> Option<&str> {
+    let plain = path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.'));
+    (plain && path.starts_with('/') && !path.starts_with("//") && path.len() <= 200).then_some(path)
+}
+
 #[derive(Deserialize, Default)]
 pub struct SignInQuery {
     #[serde(default)]
-    failed: Option<String>,
+    next: Option<String>,
 }
 
 pub async fn sign_in_page(Query(query): Query<SignInQuery>) -> Response {
-    sign_in_form(
-        StatusCode::OK,
-        query.failed.as_deref().map(|_| "Wrong name or password."),
-    )
+    let next = query.next.as_deref().and_then(return_path);
+    sign_in_form(StatusCode::OK, None, next)
 }
 
-fn sign_in_form(status: StatusCode, problem: Option<&str>) -> Response {
+fn sign_in_form(status: StatusCode, problem: Option<&str>, next: Option<&str>) -> Response {
     let body = html! {
         main.signin {
             h1 { "toolhost console" }
@@ -253,6 +285,7 @@ fn sign_in_form(status: StatusCode, problem: Option<&str>) -> Response {
                 p.problem role="alert" { (problem) }
             }
             form method="post" action="/signin" {
+                @if let Some(next) = next { input type="hidden" name="next" value=(next); }
                 label for="name" { "Name" }
                 input #name name="name" type="text" autocomplete="username" required autofocus
                     autocapitalize="none" spellcheck="false";
@@ -271,7 +304,7 @@ pub async fn sign_in(
     headers: HeaderMap,
     axum::Form(form): axum::Form<HashMap<String, String>>,
 ) -> Response {
-    let address = peer(Some(addr));
+    let address = peer(&console, addr, &headers);
     let name = form
         .get("name")
         .map(|n| n.trim().to_string())
@@ -285,7 +318,22 @@ pub async fn sign_in(
             "This request did not come from the console's own pages.",
         );
     }
-    let shown_name: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
+    let next = form
+        .get("next")
+        .and_then(|n| return_path(n))
+        .unwrap_or("/approvals");
+    let name: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
+    let account = match console.host.store.account(&name).await {
+        Ok(account) => account,
+        Err(e) => return store_failed(e),
+    };
+    // A name nobody has (often a password typed into the wrong field) is
+    // not written down.
+    let shown_name = if account.is_some() {
+        name.clone()
+    } else {
+        "(unknown name)".to_string()
+    };
     let refuse = |reason: &str| {
         console.host.audit.record(Event::ConsoleSignInRefused {
             operator: shown_name.clone(),
@@ -293,20 +341,19 @@ pub async fn sign_in(
             reason: reason.to_string(),
         });
     };
-    if !console.limiter.allowed(&shown_name, &address) {
-        refuse("rate_limited");
+    if !console.limiter.take(&name, &address) {
+        if console.limiter.record_refusal(&name, &address) {
+            refuse("rate_limited");
+        }
         tracing::warn!(operator = %shown_name, %address, "console: sign-in refused, too many failures");
         return sign_in_form(
             StatusCode::TOO_MANY_REQUESTS,
             Some(
                 "Too many failed sign-ins. Wait 15 minutes, or ask an admin to reset your password.",
             ),
+            Some(next),
         );
     }
-    let account = match console.host.store.account(&name).await {
-        Ok(account) => account,
-        Err(e) => return store_failed(e),
-    };
     // Hashing takes tens of milliseconds of CPU and 19 MiB: off the async
     // workers, and two at a time, so a burst of sign-ins cannot take the
     // host's memory or every core.
@@ -322,12 +369,15 @@ pub async fn sign_in(
     .ok()
     .flatten();
     let Some(account) = checked else {
-        console.limiter.failed(&shown_name, &address);
         refuse("wrong_name_or_password");
         tracing::warn!(operator = %shown_name, %address, "console: wrong name or password");
-        return sign_in_form(StatusCode::UNAUTHORIZED, Some("Wrong name or password."));
+        return sign_in_form(
+            StatusCode::UNAUTHORIZED,
+            Some("Wrong name or password."),
+            Some(next),
+        );
     };
-    console.limiter.succeeded(&account.name);
+    console.limiter.succeeded(&account.name, &address);
     let (Some(cookie), Some(csrf)) = (random_token(), random_token()) else {
         return layout::message(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -354,7 +404,7 @@ pub async fn sign_in(
         cookie_name(console.secure()),
         LIMITS.max_secs
     );
-    let mut response = see_other("/approvals");
+    let mut response = see_other(next);
     if let Ok(value) = HeaderValue::from_str(&set_cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }

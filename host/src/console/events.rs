@@ -16,7 +16,7 @@ use futures::Stream;
 use tokio::sync::watch;
 
 use super::Shared;
-use super::auth::Operator;
+use super::auth::{LIMITS, Operator};
 use crate::store::Store;
 
 const POLL: Duration = Duration::from_secs(1);
@@ -73,18 +73,34 @@ impl Hub {
     }
 }
 
-/// `GET /events`: `approvals` events whose data is the pending count.
-pub async fn stream(State(console): Shared, _operator: Operator) -> Response {
+/// How often an open stream checks that its sign-in still holds.
+const RECHECK: Duration = Duration::from_secs(30);
+
+/// `GET /events`: `approvals` events whose data is the pending count. The
+/// stream ends once its sign-in does (signed out, removed, expired).
+pub async fn stream(State(console): Shared, operator: Operator) -> Response {
     let mut rx = console.events.pending.clone();
     // The first event tells a fresh page the state as the hub last saw it.
     rx.mark_changed();
-    let events = futures::stream::unfold(rx, |mut rx| async move {
-        rx.changed().await.ok()?;
-        let count = rx.borrow_and_update().count;
-        Some((
-            Ok::<_, Infallible>(Event::default().event("approvals").data(count.to_string())),
-            rx,
-        ))
+    let cookie = *operator.cookie_sha256();
+    let state = (rx, console.clone());
+    let events = futures::stream::unfold(state, move |(mut rx, console)| async move {
+        loop {
+            tokio::select! {
+                changed = rx.changed() => {
+                    changed.ok()?;
+                    let count = rx.borrow_and_update().count;
+                    let event = Event::default().event("approvals").data(count.to_string());
+                    return Some((Ok::<_, Infallible>(event), (rx, console)));
+                }
+                () = tokio::time::sleep(RECHECK) => {
+                    match console.host.store.sign_in(&cookie, LIMITS).await {
+                        Ok(Some(_)) => {}
+                        _ => return None,
+                    }
+                }
+            }
+        }
     });
     sse(events)
 }

@@ -160,9 +160,24 @@ fn store_failed(e: StoreError) -> Response {
     )
 }
 
-/// The address a request came from, for rate limits and the record.
-fn peer(request_addr: Option<SocketAddr>) -> String {
-    request_addr.map_or_else(|| "unknown".into(), |a| a.ip().to_string())
+/// The address a request came from, for rate limits and the record. The
+/// listener is loopback-only, so with an `https://` console URL a TLS proxy
+/// on this machine stands in front of it, and every request seems to come
+/// from it: then the last `X-Forwarded-For` entry (what that proxy saw) is
+/// the address.
+fn peer(console: &Console, from: SocketAddr, headers: &axum::http::HeaderMap) -> String {
+    let proxied = from.ip().is_loopback() && console.secure();
+    let forwarded = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .next_back()
+        .and_then(|v| v.trim().parse::<std::net::IpAddr>().ok());
+    match forwarded {
+        Some(ip) if proxied => ip.to_string(),
+        _ => from.ip().to_string(),
+    }
 }
 
 /// Rejections that are not pages (an empty 303 to somewhere).

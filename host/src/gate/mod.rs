@@ -15,6 +15,7 @@ mod secrets;
 mod send;
 
 pub use secrets::{SecretError, SecretStore};
+pub use send::web_tls_config;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

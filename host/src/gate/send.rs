@@ -212,31 +212,39 @@ async fn connect(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), SendEr
     })
 }
 
+/// The host's TLS client settings for the public web: the web's roots,
+/// rustls' safe defaults. Shared by plugins' requests and the host's own
+/// (the approval webhook).
+pub fn web_tls_config() -> Arc<tokio_rustls::rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<tokio_rustls::rustls::ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = tokio_rustls::rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+            Arc::new(
+                tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .expect("ring supports the default protocol versions")
+                    .with_root_certificates(roots)
+                    .with_no_client_auth(),
+            )
+        })
+        .clone()
+}
+
 async fn tls(
     stream: TcpStream,
     host: &str,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, SendError> {
-    static CONFIG: OnceLock<Arc<tokio_rustls::rustls::ClientConfig>> = OnceLock::new();
-    let config = CONFIG.get_or_init(|| {
-        let roots = tokio_rustls::rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-        Arc::new(
-            tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .expect("ring supports the default protocol versions")
-                .with_root_certificates(roots)
-                .with_no_client_auth(),
-        )
-    });
     let tls_error = |error| SendError::Tls {
         host: host.to_string(),
         error,
     };
     let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())
         .map_err(|e| tls_error(std::io::Error::other(e)))?;
-    tokio_rustls::TlsConnector::from(config.clone())
+    tokio_rustls::TlsConnector::from(web_tls_config())
         .connect(name, stream)
         .await
         .map_err(tls_error)

@@ -243,6 +243,8 @@ pub struct Manifest {
     /// (behind a proxy), without a trailing slash; approval links start
     /// with it. `None`: the admin listener's own address.
     pub console_url: Option<String>,
+    /// `[host] approval_webhook`: where each new pending approval is posted.
+    pub approval_webhook: Option<WebhookSettings>,
     /// `[host] wasm_stack_kib`: how deep any plugin's wasm may recurse, in
     /// bytes of native stack. One engine runs every plugin, so this one
     /// setting is host-wide.
@@ -253,6 +255,14 @@ pub struct Manifest {
     pub base: PathBuf,
     /// `tools-manifest.lock` beside it, if there is one (see `lock`).
     pub lock: Option<Lock>,
+}
+
+/// `[host] approval_webhook`.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    pub url: String,
+    /// Signs each post (`X-Toolhost-Signature: sha256=<HMAC>`), if set.
+    pub secret: Option<network::SecretName>,
 }
 
 /// Which backend keeps the host's state.
@@ -452,9 +462,26 @@ impl Manifest {
                 at.error(
                     Some(url.span()),
                     format!("console_url {:?} is not a usable base URL", url.get_ref()),
-                    "use http:// or https://, a host, and at most a path, e.g. \"https://toolhost.example.com/console\"; no user, query or fragment".into(),
+                    "use http:// or https:// and a host, e.g. \"https://toolhost.example.com\"; the console is served at the root, so no path, user, query or fragment".into(),
                 )
             })?),
+        };
+        let approval_webhook = match raw.host.approval_webhook {
+            None => None,
+            Some(hook) => {
+                let url = hook.url.get_ref();
+                if !webhook_url_ok(url) {
+                    return Err(at.error(
+                        Some(hook.url.span()),
+                        format!("approval_webhook url {url:?} is not usable"),
+                        "use an https:// URL (plain http:// only to a loopback address), with no user or fragment; a secret goes in `secret`, a secret store name, never in the URL".into(),
+                    ));
+                }
+                Some(WebhookSettings {
+                    url: url.clone(),
+                    secret: hook.secret,
+                })
+            }
         };
         let bounded_setting =
             |value: Option<toml::Spanned<u32>>, key: &str, min: u32, max: u32, default: u32| {
@@ -500,6 +527,7 @@ impl Manifest {
             },
             replica: replica.into_inner(),
             console_url,
+            approval_webhook,
             wasm_stack_bytes: (bounded_setting(
                 raw.host.wasm_stack_kib,
                 "host.wasm_stack_kib",
@@ -585,9 +613,9 @@ fn valid_replica(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
-/// A console base URL: http or https, a host, maybe a path; no user info,
-/// query or fragment (links are made by appending to it). Returned without
-/// a trailing slash.
+/// A console base URL: http or https and a host (and port); no path, user
+/// info, query or fragment: the console's pages live at the root, and links
+/// are made by appending to it. Returned without a trailing slash.
 fn console_base(text: &str) -> Option<String> {
     let uri: http::Uri = text.parse().ok()?;
     let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
@@ -596,9 +624,35 @@ fn console_base(text: &str) -> Option<String> {
         || authority.as_str().contains('@')
         || authority.host().is_empty()
         || uri.query().is_some()
+        || !matches!(uri.path(), "" | "/")
         || text.contains('#')
     {
         return None;
     }
     Some(text.trim_end_matches('/').to_string())
+}
+
+/// A webhook URL: https, or http to a loopback address (a local relay);
+/// no user info or fragment.
+fn webhook_url_ok(text: &str) -> bool {
+    let Ok(uri) = text.parse::<http::Uri>() else {
+        return false;
+    };
+    let Some(authority) = uri.authority() else {
+        return false;
+    };
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let scheme_ok = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => loopback,
+        _ => false,
+    };
+    scheme_ok && !authority.as_str().contains('@') && !text.contains('#')
 }

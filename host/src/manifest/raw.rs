@@ -59,6 +59,16 @@ pub(super) struct RawHost {
     pub replica: Option<Spanned<String>>,
     /// The console's public base URL, put in approval links.
     pub console_url: Option<Spanned<String>>,
+    /// Where the host posts each new pending approval.
+    pub approval_webhook: Option<RawWebhook>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWebhook {
+    pub url: Spanned<String>,
+    /// A secret store name; its value signs each post (HMAC-SHA256).
+    pub secret: Option<super::network::SecretName>,
 }
 
 #[derive(Deserialize)]

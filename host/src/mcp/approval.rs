@@ -21,6 +21,7 @@
 //! pending approval, which is bound to the exact task, tool and arguments;
 //! the call is then simply made again and the store's charge uses the yes.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -29,8 +30,9 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
+use tokio_util::sync::CancellationToken;
 
-use crate::store::{Approval, ApprovalState, Decision, Store, StoreError};
+use crate::store::{Approval, ApprovalState, Decision, Store, StoreError, now};
 
 /// Key of the one input request in an `input_required` result.
 const INPUT_KEY: &str = "approval";
@@ -100,23 +102,49 @@ fn url_request(approval: &Approval, page: &str) -> ElicitRequestParams {
     }
 }
 
-/// Waits until someone decides `approval` (or it expires, or `deadline`
-/// passes). Returns whether it was decided.
+/// Calls waiting for a console decision at once, in this process. Each
+/// looks at the store four times a second; past this many, a call answers
+/// `approval_required` at once instead of waiting.
+const MAX_WAITING: usize = 256;
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Waits until someone decides `approval`, or it expires, or ten minutes
+/// pass, or the client gives up on the request (`cancelled`). Returns
+/// whether it was decided (approved or denied).
 async fn decided(
     store: &dyn Store,
     approval: &Approval,
-    deadline: tokio::time::Instant,
+    cancelled: &CancellationToken,
 ) -> Result<bool, StoreError> {
+    struct Waiting;
+    impl Drop for Waiting {
+        fn drop(&mut self) {
+            WAITING.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    if WAITING.fetch_add(1, Ordering::AcqRel) >= MAX_WAITING {
+        WAITING.fetch_sub(1, Ordering::AcqRel);
+        tracing::warn!(approval = %approval.id, "too many calls wait for a decision; this one answers approval_required");
+        return Ok(false);
+    }
+    let _waiting = Waiting;
+    let left = u64::try_from(approval.expires_at - now()).unwrap_or(0);
+    let deadline = tokio::time::Instant::now() + ELICITATION_TIMEOUT.min(Duration::from_secs(left));
     loop {
-        match store.approval(&approval.id).await? {
-            Some(now) if now.state != ApprovalState::Pending => return Ok(true),
-            None => return Ok(false),
-            Some(_) => {}
+        match store.approval(&approval.id).await?.map(|a| a.state) {
+            Some(ApprovalState::Pending) => {}
+            Some(ApprovalState::Approved | ApprovalState::Denied | ApprovalState::Used) => {
+                return Ok(true);
+            }
+            Some(ApprovalState::Expired) | None => return Ok(false),
         }
         if tokio::time::Instant::now() >= deadline {
             return Ok(false);
         }
-        tokio::time::sleep(DECISION_POLL).await;
+        tokio::select! {
+            () = tokio::time::sleep(DECISION_POLL) => {}
+            () = cancelled.cancelled() => return Ok(false),
+        }
     }
 }
 
@@ -130,7 +158,6 @@ pub async fn elicit_url(
     page: &str,
     context: &RequestContext<RoleServer>,
 ) -> Result<bool, StoreError> {
-    let deadline = tokio::time::Instant::now() + ELICITATION_TIMEOUT;
     let answer = context
         .peer
         .create_elicitation_with_timeout(url_request(approval, page), Some(ELICITATION_TIMEOUT))
@@ -146,7 +173,7 @@ pub async fn elicit_url(
             return Ok(false);
         }
     }
-    let done = decided(store, approval, deadline).await?;
+    let done = decided(store, approval, &context.ct).await?;
     if done {
         let complete = CustomNotification::new(
             "notifications/elicitation/complete",
@@ -177,6 +204,7 @@ pub async fn wait_after_retry(
     store: &dyn Store,
     approval: &Approval,
     request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
 ) -> Result<Option<bool>, StoreError> {
     if request.request_state.as_deref() != Some(approval.id.as_str()) {
         return Ok(None);
@@ -190,8 +218,7 @@ pub async fn wait_after_retry(
     if !opened {
         return Ok(Some(false));
     }
-    let deadline = tokio::time::Instant::now() + ELICITATION_TIMEOUT;
-    decided(store, approval, deadline).await.map(Some)
+    decided(store, approval, &context.ct).await.map(Some)
 }
 
 fn form(approval: &Approval) -> Result<ElicitRequestParams, ErrorData> {

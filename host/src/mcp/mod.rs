@@ -208,7 +208,7 @@ impl ServerHandler for McpSession {
                 }
                 Channel::Url(page) => approval::elicit_url(store, pending, &page, &context).await,
                 Channel::InputRequiredUrl(page) => {
-                    match approval::wait_after_retry(store, pending, &request).await {
+                    match approval::wait_after_retry(store, pending, &request, &context).await {
                         Ok(None) => {
                             return Ok(approval::input_required_url(pending, &page).into());
                         }

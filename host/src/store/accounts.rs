@@ -55,6 +55,14 @@ pub struct SignIn {
     pub created_at: UnixSecs,
 }
 
+/// A sign-in's last use is written at most this often: every console
+/// request reads it, and a write per page would contend with call charges.
+/// Its idle expiry is so this much less exact.
+pub const SEEN_EVERY_SECS: i64 = 60;
+/// Sign-ins older than this are deleted when the next one opens: longer
+/// than any sign-in may last, so only abandoned ones go.
+pub const STALE_SIGN_IN_SECS: i64 = 2 * 24 * 3600;
+
 /// How long sign-ins last.
 #[derive(Debug, Clone, Copy)]
 pub struct SignInLimits {

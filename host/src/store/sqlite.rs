@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
+use super::accounts::{SEEN_EVERY_SECS, STALE_SIGN_IN_SECS};
 use super::token::{self, TaskToken};
 use super::{
     APPROVED_FOR_SECS, Account, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal,
@@ -839,7 +840,13 @@ impl Store for SqliteStore {
         csrf: &str,
     ) -> Result<(), StoreError> {
         let at = now();
-        self.conn().execute(
+        let conn = self.conn();
+        // Sign-ins nobody ended: gone a day after the longest one could last.
+        conn.execute(
+            "DELETE FROM sign_in WHERE created_at < ?1",
+            [at - STALE_SIGN_IN_SECS],
+        )?;
+        conn.execute(
             "INSERT INTO sign_in (cookie_sha256, operator, csrf, created_at, seen_at)
              VALUES (?1, ?2, ?3, ?4, ?4)",
             params![cookie_sha256.as_slice(), operator, csrf, at],
@@ -881,14 +888,19 @@ impl Store for SqliteStore {
             )?;
             return Ok(None);
         }
-        conn.execute(
-            "UPDATE sign_in SET seen_at = ?2 WHERE cookie_sha256 = ?1",
-            params![cookie_sha256.as_slice(), at],
-        )?;
+        // An unknown role (written by a newer host) grants nothing here.
+        let Some(role) = Role::parse(&role) else {
+            return Ok(None);
+        };
+        if at - seen_at >= SEEN_EVERY_SECS {
+            conn.execute(
+                "UPDATE sign_in SET seen_at = ?2 WHERE cookie_sha256 = ?1",
+                params![cookie_sha256.as_slice(), at],
+            )?;
+        }
         Ok(Some(SignIn {
             operator,
-            // An unknown role (written by a newer host) grants the least.
-            role: Role::parse(&role).unwrap_or(Role::Approver),
+            role,
             csrf,
             created_at,
         }))

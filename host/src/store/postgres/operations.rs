@@ -8,6 +8,7 @@ use super::rows::{
     APPROVAL_COLUMNS, TASK_COLUMN_COUNT, TASK_COLUMNS, approval_from_row, load_approval, load_task,
     lock_usage, state_unavailable, task_from_row, text, utf8,
 };
+use crate::store::accounts::{SEEN_EVERY_SECS, STALE_SIGN_IN_SECS};
 use crate::store::token::{self, TaskToken};
 use crate::store::{
     APPROVED_FOR_SECS, Account, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal,
@@ -698,11 +699,20 @@ impl Store for PostgresStore {
         csrf: &str,
     ) -> Result<(), StoreError> {
         let client = self.client().await?;
+        let at = now();
+        // Sign-ins nobody ended: gone a day after the longest one could last.
+        client
+            .execute(
+                "DELETE FROM sign_in WHERE created_at < $1",
+                &[&(at - STALE_SIGN_IN_SECS)],
+            )
+            .await
+            .map_err(|e| self.failed(e))?;
         client
             .execute(
                 "INSERT INTO sign_in (cookie_sha256, operator, csrf, created_at, seen_at)
                  VALUES ($1, $2, $3, $4, $4)",
-                &[&cookie_sha256.as_slice(), &text(operator), &csrf, &now()],
+                &[&cookie_sha256.as_slice(), &text(operator), &csrf, &at],
             )
             .await
             .map_err(|e| self.failed(e))?;
@@ -740,17 +750,23 @@ impl Store for PostgresStore {
                 .map_err(fail)?;
             return Ok(None);
         }
-        client
-            .execute(
-                "UPDATE sign_in SET seen_at = $2 WHERE cookie_sha256 = $1",
-                &[&cookie_sha256.as_slice(), &at],
-            )
-            .await
-            .map_err(fail)?;
+        // An unknown role (written by a newer host) grants nothing here.
+        let Some(role) = Role::parse(row.get(1)) else {
+            return Ok(None);
+        };
+        let seen_at: i64 = row.get(4);
+        if at - seen_at >= SEEN_EVERY_SECS {
+            client
+                .execute(
+                    "UPDATE sign_in SET seen_at = $2 WHERE cookie_sha256 = $1",
+                    &[&cookie_sha256.as_slice(), &at],
+                )
+                .await
+                .map_err(fail)?;
+        }
         Ok(Some(SignIn {
             operator: row.get(0),
-            // An unknown role (written by a newer host) grants the least.
-            role: Role::parse(row.get(1)).unwrap_or(Role::Approver),
+            role,
             csrf: row.get(2),
             created_at,
         }))
