@@ -15,7 +15,7 @@ use toolhost::store::{SqliteStore, Store};
 
 use crate::Bench;
 use crate::common::scratch_manifest;
-use crate::report::Figure;
+use crate::report::{Figure, Target};
 
 const SECTION: &str = "floor, in-process";
 
@@ -65,8 +65,23 @@ async fn measure(bench: &Bench, iterations: usize) -> Vec<Figure> {
         assert!(matches!(out, Ok(Ok(_))), "the call succeeds");
     }
     let _ = std::fs::remove_dir_all(&scratch);
+    let mut observe = metrics_per_call(iterations);
+    let live = Figure::of(SECTION, "call into a live instance", &mut reused);
+    let metrics = Figure::of(SECTION, "metrics: counting one read call", &mut observe);
+    let share = metrics.p50_time().as_secs_f64() / live.p50_time().as_secs_f64();
+    // Held against the smallest thing a call does, the guest call itself
+    // (a served call costs tens of times more than this floor).
+    let metrics = metrics.target(Target::at_most(
+        format!(
+            "metrics ≤ 10% of a live instance call ({:.1}%)",
+            share * 100.0
+        ),
+        share,
+        0.10,
+    ));
     vec![
-        Figure::of(SECTION, "call into a live instance", &mut reused),
+        live,
+        metrics,
         Figure::of(
             SECTION,
             "fresh instance (instantiate only)",
@@ -74,4 +89,38 @@ async fn measure(bench: &Bench, iterations: usize) -> Vec<Figure> {
         ),
         Figure::of(SECTION, "fresh instance + call", &mut fresh),
     ]
+}
+
+/// What the metrics add to each call: counting the call's outcome record
+/// (a counter and a histogram, found by labels). Timed per batch of 100, as
+/// one is below the clock's resolution.
+fn metrics_per_call(iterations: usize) -> Vec<std::time::Duration> {
+    use toolhost::audit::{CallRecord, Event};
+    let metrics = toolhost::metrics::Metrics::new();
+    let event = Event::ToolCall(CallRecord {
+        call: "bench".into(),
+        session: "bench".into(),
+        transport: "stdio".into(),
+        tool: "helpdesk_ticket_get".into(),
+        risk: Some("read".into()),
+        task: None,
+        arguments: serde_json::json!({ "key": "T-1041" }),
+        arguments_sha256: String::new(),
+        plugin: Some("helpdesk".into()),
+        plugin_sha256: None,
+        outcome: Some("ok".into()),
+        retryable: None,
+        duration_us: Some(40),
+        grant: None,
+    });
+    const BATCH: u32 = 100;
+    (0..iterations / 10)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                metrics.observe(std::hint::black_box(&event));
+            }
+            t.elapsed() / BATCH
+        })
+        .collect()
 }
