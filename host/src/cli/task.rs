@@ -42,7 +42,7 @@ pub enum TaskCommand {
         /// A granted destructive tool whose calls need no per-call approval (repeatable).
         #[arg(long = "pre-approve", value_name = "TOOL")]
         pre_approve: Vec<String>,
-        /// Approvals come from an operator only (console, CLI or admin API); the client gets no link.
+        /// Approvals come from an operator only (console, CLI or admin API); the client is never asked, not even to open the page.
         #[arg(long, conflicts_with = "approve_in_client")]
         operator_approval: bool,
         /// Let the agent's own client approve in a form (attended use, where the client is the person).
