@@ -74,6 +74,11 @@ pub struct Snapshot {
     pub in_flight: usize,
     /// Calls admitted (running or waiting) per plugin.
     pub queue_depth: Vec<(String, u32)>,
+    /// Records waiting for the audit writer.
+    pub audit_queued: usize,
+    /// Plugin instances made since start, and alive now.
+    pub instances_created: u64,
+    pub instances_live: u64,
 }
 
 pub struct Metrics {
@@ -89,6 +94,9 @@ pub struct Metrics {
     audit_unavailable: Gauge,
     in_flight: Gauge,
     queue_depth: Family<PluginLabel, Gauge>,
+    audit_queued: Gauge,
+    instances_created: Counter,
+    instances_live: Gauge,
     /// When each approval this process asked for was asked, until decided.
     asked: Mutex<HashMap<String, Instant>>,
 }
@@ -170,8 +178,29 @@ impl Metrics {
             "Calls holding a place of the plugin (running or waiting)",
             queue_depth.clone(),
         );
+        let audit_queued = Gauge::default();
+        registry.register(
+            "toolhost_audit_queued_records",
+            "Records waiting for the audit writer (its backlog)",
+            audit_queued.clone(),
+        );
+        let instances_created = Counter::default();
+        registry.register(
+            "toolhost_instances_created",
+            "Plugin instances made (a fresh one per call for instance = \"call\", one per session otherwise)",
+            instances_created.clone(),
+        );
+        let instances_live = Gauge::default();
+        registry.register(
+            "toolhost_instances_live",
+            "Plugin instances alive now",
+            instances_live.clone(),
+        );
         Metrics {
             registry,
+            audit_queued,
+            instances_created,
+            instances_live,
             calls,
             call_seconds,
             busy,
@@ -286,6 +315,13 @@ impl Metrics {
         }
         self.audit_unavailable.set(i64::from(now.audit_unavailable));
         self.in_flight.set(now.in_flight as i64);
+        self.audit_queued.set(now.audit_queued as i64);
+        self.instances_live
+            .set(i64::try_from(now.instances_live).unwrap_or(i64::MAX));
+        // The counter follows the sandbox's own count.
+        let seen = self.instances_created.get();
+        self.instances_created
+            .inc_by(now.instances_created.saturating_sub(seen));
         for (plugin, depth) in now.queue_depth {
             self.queue_depth
                 .get_or_create(&PluginLabel { plugin })

@@ -17,7 +17,7 @@ pub mod trail;
 pub mod verify;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -120,6 +120,8 @@ enum Inner {
         /// queued, so it ends a gathering wait at once.
         writer: std::thread::Thread,
         urgent: Arc<AtomicBool>,
+        /// Records sent and not yet taken by the writer.
+        queued: Arc<AtomicUsize>,
     },
     /// A short-lived CLI command: each record is written, synced and
     /// checkpointed before the command goes on.
@@ -138,12 +140,14 @@ impl Audit {
         let (tx, rx) = mpsc::channel();
         let healthy = Arc::new(AtomicBool::new(true));
         let urgent = Arc::new(AtomicBool::new(false));
+        let queued = Arc::new(AtomicUsize::new(0));
         let thread = std::thread::Builder::new()
             .name("audit-writer".into())
             .spawn({
                 let healthy = healthy.clone();
                 let urgent = urgent.clone();
-                move || write_loop(trail, rx, healthy, urgent, checkpoint_every)
+                let queued = queued.clone();
+                move || write_loop(trail, rx, healthy, urgent, queued, checkpoint_every)
             })
             .expect("spawning the audit writer thread");
         Audit {
@@ -153,6 +157,7 @@ impl Audit {
                 healthy,
                 writer: thread.thread().clone(),
                 urgent,
+                queued,
                 thread: Mutex::new(Some(thread)),
             }),
         }
@@ -194,6 +199,14 @@ impl Audit {
     fn observe(&self, event: &Event) {
         if let Some(observer) = self.observer.get() {
             observer(event);
+        }
+    }
+
+    /// Records waiting for the writer thread to take them (its backlog).
+    pub fn queued(&self) -> usize {
+        match &*self.inner {
+            Inner::Writer { queued, .. } => queued.load(Ordering::Relaxed),
+            Inner::Direct(_) => 0,
         }
     }
 
@@ -310,13 +323,26 @@ impl Audit {
     }
 
     fn send(&self, message: Message) -> Result<(), AuditError> {
-        let Inner::Writer { tx, .. } = &*self.inner else {
+        let Inner::Writer { tx, queued, .. } = &*self.inner else {
             return Err(AuditError::Stopped);
         };
         let is_urgent = matches!(message, Message::Record { ack: Some(_), .. });
+        let is_record = matches!(message, Message::Record { .. });
         let guard = tx.lock().unwrap_or_else(|p| p.into_inner());
         match guard.as_ref() {
-            Some(sender) => sender.send(message).map_err(|_| AuditError::Stopped)?,
+            Some(sender) => {
+                // Counted before it is sent, so the writer's decrement never
+                // comes first.
+                if is_record {
+                    queued.fetch_add(1, Ordering::Relaxed);
+                }
+                if sender.send(message).is_err() {
+                    if is_record {
+                        queued.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    return Err(AuditError::Stopped);
+                }
+            }
             None => return Err(AuditError::Stopped),
         }
         drop(guard);
@@ -332,6 +358,7 @@ type Acks = Vec<Option<Ack>>;
 /// Adds one queued message to the batch being written.
 fn take(
     message: Message,
+    queued: &AtomicUsize,
     redactor: &mut Arc<Redactor>,
     events: &mut Vec<Map<String, Value>>,
     acks: &mut Acks,
@@ -339,6 +366,7 @@ fn take(
 ) {
     match message {
         Message::Record { event, ack } => {
+            queued.fetch_sub(1, Ordering::Relaxed);
             events.push(event.into_map(redactor));
             acks.push(ack);
         }
@@ -356,6 +384,7 @@ fn write_loop(
     rx: mpsc::Receiver<Message>,
     healthy: Arc<AtomicBool>,
     urgent: Arc<AtomicBool>,
+    queued: Arc<AtomicUsize>,
     checkpoint_every: Duration,
 ) {
     let mut next_checkpoint = Instant::now() + checkpoint_every;
@@ -384,7 +413,14 @@ fn write_loop(
         let mut acks = Vec::new();
         let mut stop = None;
         if let Some(message) = first {
-            take(message, &mut redactor, &mut events, &mut acks, &mut stop);
+            take(
+                message,
+                &queued,
+                &mut redactor,
+                &mut events,
+                &mut acks,
+                &mut stop,
+            );
             if stop.is_none() && acks.iter().all(Option::is_none) {
                 // The flag, not the park token, says a waited-for record
                 // came: the channel itself may have used the token.
@@ -399,7 +435,14 @@ fn write_loop(
             }
             while events.len() < BATCH {
                 match rx.try_recv() {
-                    Ok(message) => take(message, &mut redactor, &mut events, &mut acks, &mut stop),
+                    Ok(message) => take(
+                        message,
+                        &queued,
+                        &mut redactor,
+                        &mut events,
+                        &mut acks,
+                        &mut stop,
+                    ),
                     Err(_) => break,
                 }
             }

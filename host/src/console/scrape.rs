@@ -50,6 +50,9 @@ async fn metrics(State(scrape): State<Arc<Scrape>>, headers: HeaderMap) -> Respo
         sessions: host.sessions.count_by_transport(),
         audit_unavailable: !host.audit.healthy(),
         in_flight: host.in_flight(),
+        audit_queued: host.audit.queued(),
+        instances_created: crate::sandbox::instance_counts().0,
+        instances_live: crate::sandbox::instance_counts().1,
         queue_depth: host
             .catalog
             .plugins

@@ -13,6 +13,7 @@ pub use cache::{CacheError, ComponentCache, Origin};
 pub use state::PluginShared;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -306,6 +307,8 @@ impl PreparedPlugin {
             .instantiate_async(&mut store)
             .await
             .map_err(|e| classify(e, store.data(), limits.call_timeout))?;
+        CREATED.fetch_add(1, Ordering::Relaxed);
+        LIVE.fetch_add(1, Ordering::Relaxed);
         Ok(PluginInstance { store, bindings })
     }
 }
@@ -314,6 +317,25 @@ impl PreparedPlugin {
 pub struct PluginInstance {
     store: Store<PluginState>,
     bindings: Plugin,
+}
+
+/// Instances made since start, and alive now, in this process (for the
+/// metrics).
+static CREATED: AtomicU64 = AtomicU64::new(0);
+static LIVE: AtomicU64 = AtomicU64::new(0);
+
+/// How many plugin instances this process has made, and how many are alive.
+pub fn instance_counts() -> (u64, u64) {
+    (
+        CREATED.load(Ordering::Relaxed),
+        LIVE.load(Ordering::Relaxed),
+    )
+}
+
+impl Drop for PluginInstance {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl PluginInstance {

@@ -205,6 +205,9 @@ async fn an_approver_decides_in_the_browser_what_the_agent_asked_for() {
         "toolhost_audit_unavailable 0",
         "toolhost_plugin_queue_depth{plugin=\"helpdesk\"} 0",
         "toolhost_store_charge_duration_seconds_count",
+        "toolhost_audit_queued_records",
+        "toolhost_instances_live",
+        "toolhost_instances_created_total",
     ] {
         assert!(metrics.contains(line), "{line} is not in\n{metrics}");
     }
