@@ -180,7 +180,7 @@ fn peer(console: &Console, from: SocketAddr, headers: &axum::http::HeaderMap) ->
     }
 }
 
-/// Rejections that are not pages (an empty 303 to somewhere).
+/// A 303 to `to`: after a form, or to the sign-in page.
 fn see_other(to: &str) -> Response {
     (
         StatusCode::SEE_OTHER,
