@@ -106,16 +106,19 @@ pub async fn queue(
     layout::page("Approvals", &operator, Section::Approvals, body).into_response()
 }
 
-/// One pending approval in the queue.
-fn card(console: &Console, approval: &Approval, task: Option<&Task>) -> Markup {
-    let tool = console.host.catalog.tool(&approval.tool);
+/// The tool's title as the catalog has it (its name if it is gone).
+fn title<'a>(console: &'a Console, approval: &'a Approval) -> &'a str {
+    console
+        .host
+        .catalog
+        .tool(&approval.tool)
+        .map_or(approval.tool.as_str(), |t| t.title.as_str())
+}
+
+/// The call restated, and who asked for it in which task; `full` adds
+/// when it was asked and the expiry's time (the approval's own page).
+fn described(approval: &Approval, task: Option<&Task>, full: bool) -> Markup {
     html! {
-        h3 {
-            a href={"/approvals/" (approval.id)} {
-                (tool.map_or(approval.tool.as_str(), |t| t.title.as_str()))
-            }
-            " " span.risk.destructive { "destructive" }
-        }
         p.summary { (text::escape_hidden(&approval.summary)) }
         dl.meta {
             dt { "Tool" } dd { code { (approval.tool) } }
@@ -124,8 +127,24 @@ fn card(console: &Console, approval: &Approval, task: Option<&Task>) -> Markup {
                 @if let Some(task) = task { " — " (text::visible(&task.purpose)) }
             }
             dt { "Asked by" } dd { (approval.asked_by.as_deref().map(text::visible).unwrap_or_else(|| "unknown".into())) }
-            dt { "Expires" } dd { (layout::countdown(approval.expires_at)) }
+            @if full {
+                dt { "Requested" } dd { (layout::time(approval.requested_at)) }
+                dt { "Expires" } dd { (layout::time(approval.expires_at)) " (" (layout::countdown(approval.expires_at)) ")" }
+            } @else {
+                dt { "Expires" } dd { (layout::countdown(approval.expires_at)) }
+            }
         }
+    }
+}
+
+/// One pending approval in the queue.
+fn card(console: &Console, approval: &Approval, task: Option<&Task>) -> Markup {
+    html! {
+        h3 {
+            a href={"/approvals/" (approval.id)} { (title(console, approval)) }
+            " " span.risk.destructive { "destructive" }
+        }
+        (described(approval, task, false))
         p { a.button href={"/approvals/" (approval.id)} { "Review " code { (approval.id) } } }
     }
 }
@@ -155,24 +174,13 @@ pub async fn page(
     if query.fragment.is_some() {
         return layout::fragment(decision);
     }
-    let tool = console.host.catalog.tool(&approval.tool);
     let body = html! {
         p.crumbs { a href="/approvals" { "Approvals" } " / " code { (approval.id) } }
         h1 {
-            (tool.map_or(approval.tool.as_str(), |t| t.title.as_str()))
+            (title(&console, &approval))
             " " span.risk.destructive { "destructive" }
         }
-        p.summary { (text::escape_hidden(&approval.summary)) }
-        dl.meta {
-            dt { "Tool" } dd { code { (approval.tool) } }
-            dt { "Task" } dd {
-                code { (approval.task_id) }
-                @if let Some(task) = &task { " — " (text::visible(&task.purpose)) }
-            }
-            dt { "Asked by" } dd { (approval.asked_by.as_deref().map(text::visible).unwrap_or_else(|| "unknown".into())) }
-            dt { "Requested" } dd { (layout::time(approval.requested_at)) }
-            dt { "Expires" } dd { (layout::time(approval.expires_at)) " (" (layout::countdown(approval.expires_at)) ")" }
-        }
+        (described(&approval, task.as_ref(), true))
         section aria-labelledby="args-h" {
             h2 #args-h { "Arguments, exactly as the agent sent them" }
             (arguments(&approval.arguments))

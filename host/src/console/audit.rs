@@ -78,20 +78,27 @@ impl AuditQuery {
     }
 }
 
-/// Reads the trail's records passing `filter` (blocking: file reads).
-async fn records(state_dir: PathBuf, filter: Filter) -> Result<Vec<Value>, String> {
+/// The trail's records passing `filter`, exported as `format` (off the
+/// async workers: it reads files).
+async fn exported(state_dir: PathBuf, filter: Filter, format: Format) -> Result<Vec<u8>, String> {
     tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
-        export::export(&[state_dir], &filter, Format::Jsonl, &mut out)
-            .map_err(|e| e.to_string())?;
-        Ok(out
-            .split(|b| *b == b'\n')
-            .filter(|line| !line.is_empty())
-            .filter_map(|line| serde_json::from_slice(line).ok())
-            .collect())
+        export::export(&[state_dir], &filter, format, &mut out)
+            .map(|_| out)
+            .map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| e.to_string())?
+}
+
+/// The trail's records passing `filter`, parsed.
+async fn records(state_dir: PathBuf, filter: Filter) -> Result<Vec<Value>, String> {
+    let out = exported(state_dir, filter, Format::Jsonl).await?;
+    Ok(out
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .filter_map(|line| serde_json::from_slice(line).ok())
+        .collect())
 }
 
 fn field<'a>(record: &'a Value, name: &str) -> &'a str {
@@ -265,14 +272,9 @@ pub async fn download(
         Some("csv") => (Format::Csv, "text/csv; charset=utf-8", "csv"),
         _ => (Format::Jsonl, "application/x-ndjson", "jsonl"),
     };
-    let state_dir = console.state_dir();
-    let written = tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        export::export(&[state_dir], &filter, format, &mut out).map(|_| out)
-    })
-    .await;
+    let written = exported(console.state_dir(), filter, format).await;
     match written {
-        Ok(Ok(bytes)) => (
+        Ok(bytes) => (
             [
                 (header::CONTENT_TYPE, kind.to_string()),
                 (
@@ -286,15 +288,10 @@ pub async fn download(
             bytes,
         )
             .into_response(),
-        Ok(Err(e)) => layout::message(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Cannot read the trail",
-            &e.to_string(),
-        ),
         Err(e) => layout::message(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Cannot read the trail",
-            &e.to_string(),
+            &e,
         ),
     }
 }

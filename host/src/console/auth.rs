@@ -398,14 +398,18 @@ pub async fn sign_in(
         address,
     });
     tracing::info!(operator = %account.name, "console: signed in");
+    with_cookie(&console, see_other(next), &cookie, LIMITS.max_secs)
+}
+
+/// `response` setting the sign-in cookie to `value` for `max_age` seconds
+/// (an empty value and 0 clear it).
+fn with_cookie(console: &Console, mut response: Response, value: &str, max_age: i64) -> Response {
     let secure = if console.secure() { "; Secure" } else { "" };
-    let set_cookie = format!(
-        "{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+    let cookie = format!(
+        "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
         cookie_name(console.secure()),
-        LIMITS.max_secs
     );
-    let mut response = see_other(next);
-    if let Ok(value) = HeaderValue::from_str(&set_cookie) {
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     response
@@ -433,14 +437,5 @@ pub async fn sign_out(
     console.host.audit.record(Event::ConsoleSignOut {
         operator: operator.name().to_string(),
     });
-    let secure = if console.secure() { "; Secure" } else { "" };
-    let clear = format!(
-        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}",
-        cookie_name(console.secure())
-    );
-    let mut response = see_other("/signin");
-    if let Ok(value) = HeaderValue::from_str(&clear) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
-    }
-    response
+    with_cookie(&console, see_other("/signin"), "", 0)
 }

@@ -209,15 +209,8 @@ pub async fn open(
     headers: HeaderMap,
     axum::Form(form): axum::Form<Fields>,
 ) -> Response {
-    if let Some(refused) = check_post(&console, &operator, &headers, field(&form, "csrf")) {
+    if let Some(refused) = admin_post(&console, &operator, &headers, &form, "open") {
         return refused;
-    }
-    if !operator.is_admin() {
-        return layout::message(
-            StatusCode::FORBIDDEN,
-            "Admins only",
-            "Only an admin may open tasks; you are signed in as an approver.",
-        );
     }
     let numbers = optional_number(field(&form, "max_calls"), "Most calls").and_then(|max| {
         optional_number(field(&form, "writes_per_hour"), "Writes per hour").map(|w| (max, w))
@@ -285,6 +278,27 @@ pub async fn open(
     response
 }
 
+/// Checks a task change: a genuine console POST, by an admin. The answer
+/// refusing it, if it fails.
+fn admin_post(
+    console: &Console,
+    operator: &Operator,
+    headers: &HeaderMap,
+    form: &Fields,
+    verb: &str,
+) -> Option<Response> {
+    if let Some(refused) = check_post(console, operator, headers, field(form, "csrf")) {
+        return Some(refused);
+    }
+    (!operator.is_admin()).then(|| {
+        layout::message(
+            StatusCode::FORBIDDEN,
+            "Admins only",
+            &format!("Only an admin may {verb} tasks; you are signed in as an approver."),
+        )
+    })
+}
+
 pub async fn revoke(
     State(console): Shared,
     operator: Operator,
@@ -292,15 +306,8 @@ pub async fn revoke(
     headers: HeaderMap,
     axum::Form(form): axum::Form<Fields>,
 ) -> Response {
-    if let Some(refused) = check_post(&console, &operator, &headers, field(&form, "csrf")) {
+    if let Some(refused) = admin_post(&console, &operator, &headers, &form, "revoke") {
         return refused;
-    }
-    if !operator.is_admin() {
-        return layout::message(
-            StatusCode::FORBIDDEN,
-            "Admins only",
-            "Only an admin may revoke tasks.",
-        );
     }
     match console.host.store.revoke_task(&id, operator.name()).await {
         Ok(task) => {
@@ -318,15 +325,8 @@ pub async fn extend(
     headers: HeaderMap,
     axum::Form(form): axum::Form<Fields>,
 ) -> Response {
-    if let Some(refused) = check_post(&console, &operator, &headers, field(&form, "csrf")) {
+    if let Some(refused) = admin_post(&console, &operator, &headers, &form, "extend") {
         return refused;
-    }
-    if !operator.is_admin() {
-        return layout::message(
-            StatusCode::FORBIDDEN,
-            "Admins only",
-            "Only an admin may extend tasks.",
-        );
     }
     let ttl = match parse_ttl(field(&form, "ttl").unwrap_or("")) {
         Ok(ttl) => ttl,

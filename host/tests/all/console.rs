@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::support::*;
 
 const ADMIN_TOKEN: &str = "admin-token-for-console-tests-0123456789";
+const METRICS_TOKEN: &str = "metrics-token-for-console-tests-01234567";
 
 fn python() -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/pysdk/bin/python");
@@ -78,7 +79,10 @@ async fn an_approver_decides_in_the_browser_what_the_agent_asked_for() {
     let host = http_env(
         &m,
         &["--admin", "127.0.0.1:0"],
-        &[("TOOLHOST_ADMIN_TOKEN", ADMIN_TOKEN)],
+        &[
+            ("TOOLHOST_ADMIN_TOKEN", ADMIN_TOKEN),
+            ("TOOLHOST_METRICS_TOKEN", METRICS_TOKEN),
+        ],
     );
     let console = host
         .admin
@@ -187,12 +191,21 @@ async fn an_approver_decides_in_the_browser_what_the_agent_asked_for() {
             .status(),
         401
     );
-    let metrics = scrape(Some(ADMIN_TOKEN))
+    assert_eq!(scrape(Some(ADMIN_TOKEN)).await.unwrap().status(), 200);
+    let metrics = scrape(Some(METRICS_TOKEN))
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
+    // The metrics token reads metrics, and nothing else.
+    let api = http
+        .get(format!("{console}/v1/tasks"))
+        .bearer_auth(METRICS_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 401);
     for line in [
         "toolhost_tool_calls_total{tool=\"helpdesk_ticket_escalate\",risk=\"destructive\",outcome=\"ok\"} 2",
         "toolhost_tool_calls_total{tool=\"helpdesk_ticket_escalate\",risk=\"destructive\",outcome=\"approval_denied\"} 1",
