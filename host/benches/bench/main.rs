@@ -5,12 +5,13 @@
 //! Sections, in order: the in-process floor, stdio, Streamable HTTP (both
 //! protocol eras, and normal calls while another session's plugin spins),
 //! the store (task-bound calls on SQLite and PostgreSQL, one replica and
-//! three), the audit trail's cost, start-up and memory. Prints one markdown table,
+//! three), the audit trail's cost, start-up and memory, and the guest
+//! languages (Rust, Python, JavaScript) side by side. Prints one markdown table,
 //! each figure as median and p99 over repeated runs and, where the speed
 //! issue sets one, its target, met or missed by how much; writes the same to
 //! `target/bench/results.json` with the machine it ran on.
 //!
-//! `--quick` runs fewer of everything; `--only floor,stdio,http,store,audit,footprint`
+//! `--quick` runs fewer of everything; `--only floor,stdio,http,store,audit,footprint,languages`
 //! runs some sections.
 
 // The table on stdout is this program's output.
@@ -24,6 +25,7 @@ mod client;
 mod floor;
 mod footprint;
 mod http;
+mod polyglot;
 mod report;
 mod stdio;
 mod store;
@@ -34,9 +36,15 @@ use std::time::Duration;
 
 use report::{Figure, Target};
 
-/// The demo CRM's secret, so the crm plugin loads like the others (nothing
-/// here calls it).
-pub const ENV: [(&str, &str); 1] = [("TOOLHOST_SECRET_CRM_TOKEN", "benchmark-token-not-secret")];
+/// The demo upstreams' secrets, so the crm and billing plugins load like the
+/// others (only the languages section calls them, with upstreams of its own).
+pub const ENV: [(&str, &str); 2] = [
+    ("TOOLHOST_SECRET_CRM_TOKEN", "benchmark-token-not-secret"),
+    (
+        "TOOLHOST_SECRET_BILLING_TOKEN",
+        "benchmark-token-not-secret",
+    ),
+];
 
 /// Run as the do-nothing stdio server (see [`stdio::null_server`]).
 pub const NULL_SERVER_FLAG: &str = "--null-server";
@@ -87,13 +95,14 @@ impl Bench {
 /// A section of the benchmark: its figures, in table order.
 type Section = fn(&Bench) -> Vec<Figure>;
 
-const SECTIONS: [(&str, Section); 6] = [
+const SECTIONS: [(&str, Section); 7] = [
     ("floor", floor::run),
     ("stdio", stdio::run),
     ("http", http::run),
     ("store", store::run),
     ("audit", audit::run),
     ("footprint", footprint::run),
+    ("languages", polyglot::run),
 ];
 
 fn main() {
@@ -114,7 +123,7 @@ fn main() {
         for name in only {
             assert!(
                 SECTIONS.iter().any(|(s, _)| s == name),
-                "unknown section `{name}`: the sections are floor, stdio, http, store, audit, footprint"
+                "unknown section `{name}`: the sections are floor, stdio, http, store, audit, footprint, languages"
             );
         }
     }

@@ -248,11 +248,20 @@ async fn operator_store(manifest: &Manifest, changes: bool) -> anyhow::Result<Ar
     Ok(Arc::new(AuditedStore::new(store, audit)))
 }
 
+/// Where compiled components are kept instead of `STATE_DIR/cache/components`.
+const CACHE_DIR_VAR: &str = "TOOLHOST_CACHE_DIR";
+
 /// The sandbox for the manifest, with the compiled-component cache of its
-/// `state_dir`. Without a usable cache the host still works; it compiles
-/// at every start.
+/// `state_dir`, or of `TOOLHOST_CACHE_DIR` when set (one cache for several
+/// manifests: hosts of one machine, or a test suite compiling a large
+/// Python component once). Without a usable cache the host still works; it
+/// compiles at every start.
 fn cached_sandbox(manifest: &Manifest) -> anyhow::Result<Sandbox> {
-    let cache = ComponentCache::open(&manifest.state_dir)
+    let cache = match std::env::var_os(CACHE_DIR_VAR) {
+        Some(dir) if !dir.is_empty() => ComponentCache::open_at(std::path::Path::new(&dir)),
+        _ => ComponentCache::open(&manifest.state_dir),
+    };
+    let cache = cache
         .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
         .ok();
     Ok(Sandbox::new(cache, EngineSettings::of(manifest))?)

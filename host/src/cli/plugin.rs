@@ -18,15 +18,19 @@ pub struct PluginArgs {
 
 #[derive(Subcommand)]
 pub enum PluginCommand {
-    /// Scaffold a plugin crate (one read tool, one write tool, a test) on
-    /// the guest SDK, build it, and print the manifest block to paste.
+    /// Scaffold a plugin project (one read tool, one write tool, a test) on
+    /// the guest SDK of its language, build it, and print the manifest
+    /// block to paste.
     New {
         /// The plugin's name: the prefix of its tools (a-z, 0-9).
         name: String,
+        /// The language: rust (cargo), python (componentize-py) or js (componentize-js).
+        #[arg(long, value_enum, default_value_t = scaffold::Lang::Rust)]
+        lang: scaffold::Lang,
         /// Where to create it [default: ./NAME]; must be new or empty.
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// The guest SDK (plugins/sdk of a toolhost checkout) [default: the one this binary was built from].
+        /// For rust: the guest SDK (plugins/sdk of a toolhost checkout) [default: the one this binary was built from].
         #[arg(long)]
         sdk: Option<PathBuf>,
         /// Only write the crate; do not build it.
@@ -65,6 +69,7 @@ pub(super) async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
     match args.command {
         PluginCommand::New {
             name,
+            lang,
             dir,
             sdk,
             no_build,
@@ -72,14 +77,14 @@ pub(super) async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
             let name = PluginName::try_from(name).map_err(|e| anyhow::anyhow!("{e}"))?;
             let dir = dir.unwrap_or_else(|| PathBuf::from(name.as_str()));
             let sdk = sdk.unwrap_or_else(scaffold::default_sdk);
-            scaffold::write(&dir, &name, &sdk)?;
+            scaffold::write(&dir, &name, lang, &sdk)?;
             eprintln!("created plugin `{name}` in {}", dir.display());
             let (component, digest) = if no_build {
-                let wasm = dir.join(scaffold::component_path(&name));
+                let wasm = dir.join(scaffold::component_path(&name, lang));
                 (std::path::absolute(&wasm).unwrap_or(wasm), None)
             } else {
-                eprintln!("building it for wasm32-wasip2 …");
-                let wasm = scaffold::build(&dir, &name)?;
+                eprintln!("building it into a component …");
+                let wasm = scaffold::build(&dir, &name, lang)?;
                 let digest = Sha256Digest::of(&std::fs::read(&wasm)?);
                 (wasm, Some(digest))
             };

@@ -114,11 +114,13 @@ impl Limits {
     pub const DEFAULT_QUEUE: u32 = 64;
     pub const DEFAULT_LOG_LINES: u32 = 200;
     pub const DEFAULT_TABLE_ELEMENTS: u32 = 20_000;
-    pub const DEFAULT_INSTANCES: u32 = 8;
+    /// A componentize-py component creates 14 core instances (its
+    /// interpreter, libc and adapters); Rust and JavaScript ones fewer.
+    pub const DEFAULT_INSTANCES: u32 = 16;
     /// Ceilings the host is built with (the pooling allocator reserves for
     /// them), so a manifest can lower these limits but not raise them.
     pub const MAX_TABLE_ELEMENTS: u32 = 100_000;
-    pub const MAX_INSTANCES: u32 = 16;
+    pub const MAX_INSTANCES: u32 = 32;
 
     /// A session's share when the manifest sets none: an eighth of the
     /// plugin's places (running and waiting), at least one. It is also how

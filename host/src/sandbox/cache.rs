@@ -51,7 +51,13 @@ pub enum Origin {
 impl ComponentCache {
     /// Opens (creating if needed) the cache under `state_dir`.
     pub fn open(state_dir: &Path) -> Result<ComponentCache, CacheError> {
-        let dir = state_dir.join("cache").join("components");
+        Self::open_at(&state_dir.join("cache").join("components"))
+    }
+
+    /// Opens (creating if needed) the cache in `dir` itself. It must be
+    /// private to the host's user, as under `state_dir`.
+    pub fn open_at(dir: &Path) -> Result<ComponentCache, CacheError> {
+        let dir = dir.to_path_buf();
         let create = |source| CacheError::Create {
             path: dir.clone(),
             source,

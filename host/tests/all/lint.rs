@@ -25,7 +25,11 @@ fn catalog(name: &str) -> TestManifest {
 
 /// `toolhost lint --format json`: whether it passed, and the report.
 fn lint(manifest: &Path) -> (bool, Value) {
+    // The suite's one compiled-component cache: the example catalog holds
+    // the large Python and JavaScript components.
+    let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache/components");
     let out = toolhost()
+        .env("TOOLHOST_CACHE_DIR", cache)
         .args(["lint", "--format", "json"])
         .arg(manifest)
         .output()

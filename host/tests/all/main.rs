@@ -20,6 +20,7 @@ mod network;
 mod pg_server;
 mod poisoning;
 mod policy;
+mod polyglot;
 mod postgres;
 mod pysdk;
 mod replicas;

@@ -249,8 +249,18 @@ pub async fn stdio(manifest: &TestManifest, args: &[&str]) -> Client {
 
 /// [`stdio`], also giving the host's process id (to read its memory).
 pub async fn stdio_with_pid(manifest: &TestManifest, args: &[&str]) -> (Client, u32) {
+    stdio_env(manifest, args, &[]).await
+}
+
+/// [`stdio_with_pid`] with extra environment variables.
+pub async fn stdio_env(
+    manifest: &TestManifest,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Client, u32) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost"));
     cmd.env("TOOLHOST_LOG", "warn")
+        .envs(env.iter().copied())
         .arg("serve")
         .arg("--stdio")
         .arg("--manifest")
@@ -263,6 +273,18 @@ pub async fn stdio_with_pid(manifest: &TestManifest, args: &[&str]) -> (Client, 
     let pid = transport.id().expect("the host is running");
     let client = ().serve(transport).await.expect("initialize over stdio");
     (client, pid)
+}
+
+/// The stdout of a command that must succeed; panics with both streams if
+/// it did not.
+pub fn succeeded(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Resident memory of a process, in KiB.
