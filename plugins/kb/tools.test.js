@@ -12,7 +12,9 @@ const ARTICLES = [
   { id: 'installation', title: 'Installing the TW-2', section: 'Setup', updated: '2026-10-02', body: 'Mount the bracket. '.repeat(200) },
 ];
 
+let requests = 0;
 globalThis.fetch = async (url) => {
+  requests += 1;
   assert.equal(url, 'http://docs.test/articles?full=1');
   return new Response(JSON.stringify({ articles: ARTICLES }), { status: 200 });
 };
@@ -37,6 +39,8 @@ test('read pages a long article', async () => {
 });
 
 test('hostile arguments are refused before any request', async () => {
+  const before = requests;
   await assert.rejects(host().call(plugin, 'kb_article_read', { id: '../billing' }), { code: 'invalid_arguments' });
   await assert.rejects(host().call(plugin, 'kb_article_search', { query: 'x', limit: 1000 }), { code: 'invalid_arguments' });
+  assert.equal(requests, before);
 });

@@ -10,7 +10,14 @@ import { bind } from './toolhost.js';
 
 const encoder = new TextEncoder();
 
+/** In-memory stand-ins for the host's `config`, `log` and `state` imports. */
 export class FakeHost {
+  /**
+   * @param {object} [options]
+   * @param {object} [options.config] the manifest's config table (values become strings)
+   * @param {object} [options.state] the plugin's keys and values to start from
+   * @param {number} [options.stateBytes] the quota of keys and values together, as `limits.state_kib` sets it
+   */
   constructor({ config = {}, state = {}, stateBytes = 1 << 20 } = {}) {
     this.configValues = Object.fromEntries(Object.entries(config).map(([k, v]) => [k, String(v)]));
     this.stateValues = new Map(Object.entries(state));

@@ -16,9 +16,10 @@ export class ToolError extends Error {
    * @param {boolean} [retryable] whether the same call may succeed later
    */
   constructor(code, message, retryable = false) {
-    super(`${code}: ${message}`);
+    super(message);
+    /** The stable code. */
     this.code = code;
-    this.toolMessage = message;
+    /** Whether the same call may succeed later. */
     this.retryable = retryable;
   }
 }
@@ -39,10 +40,14 @@ export class ShapeError extends Error {
 // ---------------------------------------------------------------------------
 // Schemas: each builder knows its JSON Schema and checks values against it.
 
+/** What every `s.*` builder returns: a JSON Schema and its check. */
 class Shape {
   constructor(schema, check) {
+    /** The JSON Schema, as `describe()` sends it. */
     this.json = schema;
+    /** `check(value, at)` returns the value if it fits, or throws a `ShapeError` at JSON pointer `at`. */
     this.check = check;
+    /** Whether an object may leave this field out. */
     this.isOptional = false;
   }
 
@@ -137,7 +142,8 @@ export const s = {
         if (!Object.hasOwn(properties, key)) throw new ShapeError(`${at}/${key}`, 'no such field');
       }
       for (const [key, shape] of Object.entries(properties)) {
-        const value = v[key];
+        // Own fields only: `constructor` and the like are not arguments.
+        const value = Object.hasOwn(v, key) ? v[key] : undefined;
         if (value === undefined || value === null) {
           if (!shape.isOptional) throw new ShapeError(`${at}/${key}`, 'missing');
           continue;
@@ -188,11 +194,16 @@ export const config = {
   },
 };
 
-/** Lines for the host's log (never seen by the client nor the audit trail). */
+/** Lines for the host's log (never seen by the client nor the audit trail);
+ * the host caps how many a call may write. */
 export const log = {
+  /** Detail useful only while developing the plugin. */
   debug: (message) => bound().log.write('debug', String(message)),
+  /** Normal operation worth recording. */
   info: (message) => bound().log.write('info', String(message)),
+  /** Something unexpected that the plugin handled. */
   warn: (message) => bound().log.write('warn', String(message)),
+  /** A failure. */
   error: (message) => bound().log.write('error', String(message)),
 };
 
@@ -317,8 +328,8 @@ export class Plugin {
           const error = e instanceof ToolError ? e : unexpected(name, e);
           // componentize-js turns a thrown value's `payload` into the
           // `tool-error` of the result.
-          const thrown = new Error(error.toolMessage);
-          thrown.payload = { code: error.code, message: error.toolMessage, retryable: error.retryable };
+          const thrown = new Error(error.message);
+          thrown.payload = { code: error.code, message: error.message, retryable: error.retryable };
           throw thrown;
         }
       },

@@ -58,9 +58,9 @@ test('arguments are checked; tool errors pass; other exceptions are plugin_error
     await assert.rejects(host.call(plugin, 'demo_echo_get', bad), { code: 'invalid_arguments' });
   }
   await assert.rejects(host.call(plugin, 'demo_echo_get', { query: 'refuse' }), { code: 'refused', retryable: true });
-  await assert.rejects(host.call(plugin, 'demo_echo_get', { query: 'boom' }), (e) => e.code === 'plugin_error' && !e.toolMessage.includes('nope'));
+  await assert.rejects(host.call(plugin, 'demo_echo_get', { query: 'boom' }), (e) => e.code === 'plugin_error' && !e.message.includes('nope'));
   assert.match(host.logs.at(-1)[1], /TypeError/);
-  await assert.rejects(host.call(plugin, 'demo_echo_get', { query: 'bad result' }), (e) => e.code === 'plugin_error' && e.toolMessage.includes('/count'));
+  await assert.rejects(host.call(plugin, 'demo_echo_get', { query: 'bad result' }), (e) => e.code === 'plugin_error' && e.message.includes('/count'));
 });
 
 test('state compare-and-set, and its errors', async () => {

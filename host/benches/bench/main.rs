@@ -79,6 +79,8 @@ impl Bench {
             .args(["serve", "--stdio", "--manifest"])
             .arg(manifest)
             .env("TOOLHOST_LOG", "warn")
+            // Each manifest's own cache, so cold means cold.
+            .env_remove("TOOLHOST_CACHE_DIR")
             .envs(ENV);
         if let Some(token) = token {
             command.env("TOOLHOST_TASK_TOKEN", token);

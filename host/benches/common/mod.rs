@@ -151,6 +151,7 @@ impl HttpHost {
             .args(["serve", "--http", "127.0.0.1:0", "--manifest"])
             .arg(manifest)
             .env("TOOLHOST_LOG", "warn")
+            .env_remove("TOOLHOST_CACHE_DIR")
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();

@@ -33,6 +33,10 @@ pub enum CacheError {
         "the component cache {0} is writable by other users; fix its mode (chmod 700) or remove it"
     )]
     Unsafe(PathBuf),
+    #[error(
+        "the component cache {0} belongs to another user; use a folder the host's own user owns"
+    )]
+    NotOwned(PathBuf),
 }
 
 /// A folder of compiled components, written and read by this host only.
@@ -55,14 +59,22 @@ impl ComponentCache {
     }
 
     /// Opens (creating if needed) the cache in `dir` itself. It must be
-    /// private to the host's user, as under `state_dir`.
+    /// owned by the host's user, who alone may write there: native code is
+    /// loaded from it, and its seals sit beside it.
     pub fn open_at(dir: &Path) -> Result<ComponentCache, CacheError> {
+        use std::os::unix::fs::MetadataExt;
         let dir = dir.to_path_buf();
         let create = |source| CacheError::Create {
             path: dir.clone(),
             source,
         };
         fs::create_dir_all(&dir).map_err(create)?;
+        // `/proc/self` belongs to the process's effective user. Root could
+        // chmod another user's folder; it must not load code from one.
+        let me = fs::metadata("/proc/self").map_err(create)?.uid();
+        if fs::metadata(&dir).map_err(create)?.uid() != me {
+            return Err(CacheError::NotOwned(dir));
+        }
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(create)?;
         let mode = fs::metadata(&dir).map_err(create)?.permissions().mode();
         if mode & 0o022 != 0 {

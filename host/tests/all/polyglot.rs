@@ -205,7 +205,7 @@ async fn the_python_adapter_refunds_a_double_charge_once_through_the_gate() {
 }
 
 #[tokio::test]
-async fn the_gate_holds_for_the_python_plugin_and_its_token_stays_in_the_host() {
+async fn the_gate_refuses_the_python_plugin_a_destination_it_was_not_allowed() {
     let token = secret();
     let (billing_app, _ledger) = billing::router(&token).unwrap();
     let (_billing, billing_base) = serve(billing_app).await;
@@ -220,7 +220,6 @@ async fn the_gate_holds_for_the_python_plugin_and_its_token_stays_in_the_host() 
         out["message"].as_str().unwrap().contains("allow-list"),
         "{out}"
     );
-    assert!(!out.to_string().contains(&token));
     client.cancel().await.unwrap();
 }
 
@@ -328,8 +327,13 @@ async fn an_unhandled_exception_in_python_or_javascript_is_a_clean_plugin_error(
     ] {
         let out = refused(&client, tool, args.clone()).await;
         assert_eq!(out["code"], "plugin_error", "{tool}: {out}");
+        let message = out["message"].as_str().unwrap();
+        // What went wrong inside stays in the host's log.
+        assert!(message.contains("unexpected"), "{tool}: {out}");
         assert!(
-            out["message"].as_str().unwrap().contains("unexpected"),
+            !message.contains("Traceback")
+                && !message.contains("captured_at")
+                && !message.contains("toLowerCase"),
             "{tool}: {out}"
         );
         // The plugin is not left broken: the next call runs again.

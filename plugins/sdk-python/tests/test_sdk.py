@@ -10,7 +10,7 @@ from typing import Annotated, Literal, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolhost import Context, Length, Pattern, Plugin, Range, SchemaError, StateError, ToolError, state  # noqa: E402
+from toolhost import Context, Length, Pattern, Plugin, Range, SchemaError, StateError, ToolError, http, state  # noqa: E402
 from toolhost.testing import FakeHost  # noqa: E402
 
 
@@ -81,6 +81,28 @@ class Schemas(unittest.TestCase):
             Plugin().tool(title="x", description="y")(demo_free_get)
 
 
+    def test_an_unbounded_argument_fails_at_declaration(self):
+        @dataclass
+        class Loose:
+            text: str
+
+        @dataclass
+        class Counted:
+            n: int
+
+        @dataclass
+        class Listed:
+            items: list[Annotated[str, Length(max=3)]]
+
+        for args in (Loose, Counted, Listed):
+
+            def demo_loose_get(ctx: Context, a: args) -> Out: ...  # noqa: B023
+
+            demo_loose_get.__annotations__["a"] = args
+            with self.assertRaises(SchemaError, msg=args.__name__):
+                Plugin().tool(title="x", description="y")(demo_loose_get)
+
+
 class Calls(unittest.TestCase):
     def test_arguments_are_decoded_with_defaults(self):
         out = FakeHost().call(plugin, "demo_echo_get", {"query": "hi", "tags": ["ab"]})
@@ -117,6 +139,29 @@ class Calls(unittest.TestCase):
         with self.assertRaises(StateError) as caught:
             full.call(plugin, "demo_counter_update")
         self.assertEqual(caught.exception.code, "state_quota_exceeded")
+
+
+class Http(unittest.TestCase):
+    def test_requests_go_to_the_host_with_a_length_and_come_back_as_a_response(self):
+        def upstream(method, url, headers, body):
+            return 201, [("content-type", "application/json")], json.dumps({"got": json.loads(body)}).encode()
+
+        host = FakeHost(http=upstream)
+        from toolhost import _host
+
+        _host.install(host)
+        try:
+            response = http.send_json("POST", "http://upstream.test/items?x=1", {"a": 1})
+            with self.assertRaises(http.HttpError) as caught:
+                http.get("ftp://upstream.test/")
+            with self.assertRaises(http.HttpError):
+                http.request("GET", "http://upstream.test/", body=b"x")
+        finally:
+            _host.install(None)
+        self.assertEqual((response.status, response.json(), response.header("Content-Type")), (201, {"got": {"a": 1}}, "application/json"))
+        method, url, headers, body = host.requests[0]
+        self.assertIn(("content-length", str(len(body))), headers)
+        self.assertEqual(caught.exception.code, "http_invalid")
 
 
 if __name__ == "__main__":

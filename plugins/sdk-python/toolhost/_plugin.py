@@ -98,7 +98,7 @@ class Plugin:
             if not is_dataclass(result):
                 raise SchemaError(f"{tool_name}: annotate the return type with the result's dataclass")
             input_schema = (
-                json.dumps(object_schema(arguments, f"{tool_name} arguments"))
+                json.dumps(object_schema(arguments, f"{tool_name} arguments", bounded=True))
                 if arguments is not None
                 else _EMPTY_INPUT
             )
@@ -137,12 +137,12 @@ class Plugin:
             raise
         except ShapeError as error:
             raise invalid_arguments(error) from None
-        except Exception as error:
+        except BaseException as error:  # noqa: BLE001 - SystemExit too: the call must end cleanly
             raise _unexpected(tool, error) from None
         try:
-            return json.dumps(encode(entry.result, value), ensure_ascii=False)
+            return json.dumps(encode(entry.result, value), ensure_ascii=False, allow_nan=False)
         except ShapeError as error:
-            _host.current().log_write("error", f"{tool}: result does not fit its output schema at {error}")
+            _safe_log(f"{tool}: result does not fit its output schema at {error}")
             raise ToolError(
                 "plugin_error",
                 f"the tool's result did not fit its declared shape ({error.at}); this is a bug in the plugin",
@@ -168,14 +168,18 @@ class Plugin:
         return Tools
 
 
+def _safe_log(message: str) -> None:
+    try:
+        _host.current().log_write("error", message)
+    except Exception:  # noqa: BLE001 - the call must end cleanly whatever the log does
+        pass
+
+
 def _unexpected(tool: str, error: BaseException) -> ToolError:
     """An exception the tool did not handle: the traceback goes to the host's
     log, and the model gets a clean `plugin_error` (no internals)."""
-    try:
-        lines = "".join(traceback.format_exception(error))
-        _host.current().log_write("error", f"{tool}: unhandled {type(error).__name__}: {lines[-1500:]}")
-    except Exception:  # noqa: BLE001 - the call must end cleanly whatever the log does
-        pass
+    lines = "".join(traceback.format_exception(error))
+    _safe_log(f"{tool}: unhandled {type(error).__name__}: {lines[-1500:]}")
     return ToolError(
         "plugin_error",
         f"the tool failed with an unexpected {type(error).__name__}; the host's log has the details",

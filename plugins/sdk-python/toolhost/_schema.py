@@ -29,7 +29,9 @@ class Length:
     """Bounds of a ``str`` (characters) or a ``list`` (items): ``Length(max=64)``."""
 
     max: int
+    """The most characters or items (``maxLength``, ``maxItems``)."""
     min: int = 0
+    """The fewest (``minLength``, ``minItems``); 0 states nothing."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,9 @@ class Range:
     """Inclusive bounds of an ``int`` or ``float``: ``Range(1, 50)``."""
 
     min: float
+    """The smallest value allowed (``minimum``)."""
     max: float
+    """The largest value allowed (``maximum``)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Pattern:
     """A regular expression a ``str`` must match somewhere (anchor it with ``^…$``)."""
 
     regex: str
+    """The expression, in the common subset of Python's and ECMA 262's syntax."""
 
 
 class SchemaError(TypeError):
@@ -83,8 +88,9 @@ def _hints(cls: type) -> dict:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-def object_schema(cls: type, where: str) -> dict:
-    """The closed object schema of dataclass ``cls``."""
+def object_schema(cls: type, where: str, bounded: bool = False) -> dict:
+    """The closed object schema of dataclass ``cls``; with ``bounded``
+    (arguments), every string, number and list must carry its bounds."""
     if not dataclasses.is_dataclass(cls):
         raise SchemaError(f"{where}: {cls!r} is not a dataclass; declare one with @dataclass")
     hints = _hints(cls)
@@ -94,7 +100,7 @@ def object_schema(cls: type, where: str) -> dict:
         tp, metas = _unwrap(tp)
         inner, inner_optional = _optional(tp)
         is_optional = is_optional or inner_optional
-        properties[field.name] = type_schema(inner, metas, f"{where}.{field.name}")
+        properties[field.name] = type_schema(inner, metas, f"{where}.{field.name}", bounded)
         has_default = (
             field.default is not dataclasses.MISSING
             or field.default_factory is not dataclasses.MISSING
@@ -109,21 +115,29 @@ def object_schema(cls: type, where: str) -> dict:
     return schema
 
 
-def type_schema(tp: Any, metas: list, where: str) -> dict:
+def type_schema(tp: Any, metas: list, where: str, bounded: bool = False) -> dict:
     """The schema of one value of type ``tp`` with its bounds ``metas``."""
     tp, more = _unwrap(tp)
     metas = list(metas) + more
     schema: dict = {}
     origin = typing.get_origin(tp)
+
+    def need(kind: type, what: str) -> None:
+        if bounded and not any(isinstance(m, kind) for m in metas):
+            raise SchemaError(f"{where}: give it {what} in Annotated[...]; the lint refuses unbounded arguments")
+
     if tp is bool:
         schema["type"] = "boolean"
     elif tp is int or tp is float:
         schema["type"] = "integer" if tp is int else "number"
+        need(Range, "a Range(min, max)")
         for m in metas:
             if isinstance(m, Range):
                 schema["minimum"], schema["maximum"] = m.min, m.max
     elif tp is str:
         schema["type"] = "string"
+        if not any(isinstance(m, Pattern) for m in metas):
+            need(Length, "a Length(max=…) or a Pattern")
         for m in metas:
             if isinstance(m, Length):
                 schema["maxLength"] = m.max
@@ -145,14 +159,15 @@ def type_schema(tp: Any, metas: list, where: str) -> dict:
             raise SchemaError(f"{where}: say what the list holds, e.g. list[str]")
         item_type, item_metas = _unwrap(item)
         schema["type"] = "array"
-        schema["items"] = type_schema(item_type, item_metas, f"{where}[]")
+        need(Length, "a Length(max=…) for its items")
+        schema["items"] = type_schema(item_type, item_metas, f"{where}[]", bounded)
         for m in metas:
             if isinstance(m, Length):
                 schema["maxItems"] = m.max
                 if m.min:
                     schema["minItems"] = m.min
     elif dataclasses.is_dataclass(tp):
-        schema = object_schema(tp, where)
+        schema = object_schema(tp, where, bounded)
     else:
         raise SchemaError(
             f"{where}: {tp!r} has no closed JSON Schema; use str, int, float, bool, "
@@ -240,14 +255,24 @@ def _decode(tp: Any, metas: list, value: Any, at: str) -> Any:
     raise ShapeError(at, f"cannot decode {tp!r}")
 
 
-def encode(tp: Any, value: Any, at: str = "") -> Any:
-    """A result → JSON-ready values, checked against the declared type ``tp``.
+def encode(tp: Any, value: Any, at: str = "", metas: tuple = ()) -> Any:
+    """A result → JSON-ready values, checked against the declared type ``tp``
+    and its bounds.
 
     ``None`` in an ``Optional`` field is left out; anything else that does
     not fit raises :class:`ShapeError`, so a plugin never hands the host a
     result its output schema does not promise.
     """
-    tp, _ = _unwrap(tp)
+    tp, more = _unwrap(tp)
+    metas = list(metas) + more
+    value = _encode(tp, metas, value, at)
+    if isinstance(value, (str, int, float, list)) and not isinstance(value, bool):
+        # The same bounds the schema states, checked as for arguments.
+        _decode(tp, metas, value, at)
+    return value
+
+
+def _encode(tp: Any, metas: list, value: Any, at: str) -> Any:
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, tp):
@@ -256,12 +281,12 @@ def encode(tp: Any, value: Any, at: str = "") -> Any:
         out = {}
         for field in dataclasses.fields(tp):
             field_type, is_optional = _optional(hints[field.name])
-            field_type, _ = _unwrap(field_type)
+            field_type, field_metas = _unwrap(field_type)
             inner, inner_optional = _optional(field_type)
             item = getattr(value, field.name)
             if item is None and (is_optional or inner_optional):
                 continue
-            out[field.name] = encode(inner, item, f"{at}/{field.name}")
+            out[field.name] = encode(inner, item, f"{at}/{field.name}", tuple(field_metas))
         return out
     if tp is bool:
         if not isinstance(value, bool):
@@ -274,6 +299,8 @@ def encode(tp: Any, value: Any, at: str = "") -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ShapeError(at, "expected a float")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ShapeError(at, "NaN and infinity are not JSON")
         return value
     if tp is str:
         if not isinstance(value, str):

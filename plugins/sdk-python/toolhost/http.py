@@ -6,9 +6,9 @@ timeouts and sizes. This module turns Python values into the WASI resources
 and back, and sorts the host's error codes into :class:`HttpError` codes a
 tool can pass on or act on.
 
-It needs a component built with the ``wasi:http/imports`` world merged into
-``plugin`` (``componentize-py -w plugin -w wasi:http/imports@0.2.12``);
-docs/plugin-authors.md shows the build line.
+It needs a component built against the ``plugin-http`` world
+(plugins/sdk-python/wit/http.wit: ``plugin`` plus ``wasi:http``'s outgoing
+handler); docs/plugin-authors.md shows the build line.
 """
 
 import json
@@ -131,7 +131,7 @@ def send_wasi(method: str, url: str, headers: list, body: Optional[bytes]) -> tu
     if outgoing_handler is None:
         raise HttpError(
             "http_denied",
-            "this component was built without wasi:http; add `-w wasi:http/imports@0.2.12` to its build",
+            "this component was built without wasi:http; build it against the plugin-http world (docs/plugin-authors.md)",
         )
     scheme, authority, path = _split(url)
     fields = t.Fields()

@@ -27,7 +27,17 @@ class _QuotaExceeded:
 
 
 class FakeHost:
-    """In-memory stand-ins for ``config``, ``log``, ``state`` and ``http``."""
+    """In-memory stand-ins for ``config``, ``log``, ``state`` and ``http``.
+
+    ``config``: the manifest's config table (values become strings).
+    ``state``: the plugin's keys and values to start from.
+    ``http``: answers the plugin's requests: called with ``(method, url,
+    headers, body)`` (headers a list of ``(name, value)``, body bytes or
+    ``None``), it returns ``(status, [(name, value), ...], body_bytes)``;
+    without it every request fails with ``http_denied``.
+    ``state_bytes``: the quota of keys and values together, as
+    ``limits.state_kib`` sets it.
+    """
 
     def __init__(
         self,
