@@ -14,19 +14,26 @@ const SNIPPET_CHARS = 160;
 
 const SECTIONS = ['Setup', 'Operation', 'Troubleshooting', 'Service', 'Billing'];
 
-async function articles() {
+/** GETs `path` of the docs API; `undefined` for a 404. */
+async function docs(path) {
   const base = config.require('base_url').replace(/\/+$/, '');
   let response;
   try {
-    response = await fetch(`${base}/articles?full=1`);
+    response = await fetch(`${base}${path}`);
   } catch (e) {
     throw new ToolError('docs_unavailable', `the handbook could not be reached (${e && e.message ? e.message : e}); try again later`, true);
   }
+  if (response.status === 404) return undefined;
   if (response.status !== 200) {
     throw new ToolError('docs_unavailable', `the handbook answered ${response.status}; try again later`, response.status >= 500);
   }
-  const body = await response.json();
-  if (!Array.isArray(body.articles)) throw new ToolError('docs_unavailable', 'the handbook sent no article list', true);
+  return response.json();
+}
+
+/** Every article with its text, for searching. */
+async function articles() {
+  const body = await docs('/articles?full=1');
+  if (!body || !Array.isArray(body.articles)) throw new ToolError('docs_unavailable', 'the handbook sent no article list', true);
   return body.articles;
 }
 
@@ -121,8 +128,10 @@ plugin.tool({
     text: s.string({ maxLength: PAGE_CHARS }),
   }),
   async run(ctx, args) {
-    const found = (await articles()).find((a) => a.id === args.id);
+    // The id is safe in a path: the schema allows only a-z, 0-9 and -.
+    const found = await docs(`/articles/${args.id}`);
     if (!found) throw new ToolError('not_found', `there is no article ${args.id}; find ids with kb_article_search`);
+    if (typeof found.body !== 'string') throw new ToolError('docs_unavailable', `the handbook sent article ${args.id} without its text`, true);
     const chars = [...found.body];
     const pages = Math.max(1, Math.ceil(chars.length / PAGE_CHARS));
     const page = args.page ?? 1;

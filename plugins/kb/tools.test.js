@@ -15,8 +15,11 @@ const ARTICLES = [
 let requests = 0;
 globalThis.fetch = async (url) => {
   requests += 1;
-  assert.equal(url, 'http://docs.test/articles?full=1');
-  return new Response(JSON.stringify({ articles: ARTICLES }), { status: 200 });
+  if (url === 'http://docs.test/articles?full=1') return new Response(JSON.stringify({ articles: ARTICLES }), { status: 200 });
+  const one = ARTICLES.find((a) => url === `http://docs.test/articles/${a.id}`);
+  if (one) return new Response(JSON.stringify(one), { status: 200 });
+  assert.match(url, /^http:\/\/docs\.test\/articles\/[a-z0-9-]+$/);
+  return new Response('{"error": "not_found"}', { status: 404 });
 };
 
 const host = () => new FakeHost({ config: { base_url: 'http://docs.test/' } });

@@ -113,22 +113,28 @@ impl ComponentCache {
 
     fn load(&self, engine: &Engine, code_path: &Path, seal_path: &Path) -> Option<Component> {
         let seal = fs::read_to_string(seal_path).ok()?;
-        // Read once and check those very bytes, so nothing can change
-        // between the check and the load.
-        let code = fs::read(code_path).ok()?;
-        if hex::encode(Sha256::digest(&code)) != seal.trim() {
+        let mut file = fs::File::open(code_path).ok()?;
+        let mut hasher = Sha256::new();
+        std::io::copy(&mut file, &mut hasher).ok()?;
+        if hex::encode(hasher.finalize()) != seal.trim() {
             tracing::warn!(
                 "compiled component {} does not match its recorded digest; recompiling",
                 code_path.display()
             );
             return None;
         }
-        // SAFETY: the bytes are exactly those this host wrote after
+        // The file is mapped, not copied: only the code a call runs becomes
+        // resident (an interpreter's tens of MB mostly stay on disk), and
+        // hosts of one machine share its pages. Between the check and the
+        // mapping only the host's own user could change it: the folder is
+        // its own and 0700 (`open_at`), and entries are replaced by rename,
+        // which leaves a mapping on the file it checked.
+        // SAFETY: the file's bytes are those this host wrote after
         // `precompile_component` (their digest matches the seal it wrote
         // beside them, in a folder only its user can write), and wasmtime
         // itself rejects code from another version or configuration.
         #[allow(unsafe_code)]
-        let loaded = unsafe { Component::deserialize(engine, &code) };
+        let loaded = unsafe { Component::deserialize_file(engine, code_path) };
         match loaded {
             Ok(component) => Some(component),
             Err(e) => {

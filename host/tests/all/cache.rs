@@ -56,3 +56,34 @@ fn a_changed_cache_entry_is_recompiled_not_loaded() {
     // The entry was rewritten, so the next start uses it again.
     assert!(start_once(&m).contains("origin=Cache"));
 }
+
+#[test]
+fn a_cache_folder_of_another_user_is_refused_not_loaded() {
+    use std::os::unix::fs::MetadataExt;
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let foreign = tempfile::tempdir().unwrap();
+    let me = std::fs::metadata("/proc/self").unwrap().uid();
+    // Only root can hand a folder to another user; as anyone else the case
+    // cannot be set up, and the check is the same.
+    if me != 0 || std::os::unix::fs::chown(foreign.path(), Some(65534), Some(65534)).is_err() {
+        return;
+    }
+    let start = || {
+        toolhost()
+            .env("TOOLHOST_LOG", "info")
+            .env("TOOLHOST_CACHE_DIR", foreign.path())
+            .args(["serve", "--stdio", "--strict", "--manifest"])
+            .arg(&m.path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let out = start();
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{log}");
+        assert!(log.contains("belongs to another user"), "{log}");
+        assert!(log.contains("origin=Compiled"), "{log}");
+    }
+    assert_eq!(std::fs::read_dir(foreign.path()).unwrap().count(), 0);
+}

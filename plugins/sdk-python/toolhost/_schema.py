@@ -15,6 +15,7 @@ result against the shape its tool declared before it leaves the plugin.
 """
 
 import dataclasses
+import functools
 import re
 import types
 import typing
@@ -84,7 +85,11 @@ def _optional(tp: Any) -> tuple:
     return tp, False
 
 
+@functools.lru_cache(maxsize=None)
 def _hints(cls: type) -> dict:
+    # Resolving annotations is most of a small call's decoding time; a
+    # dataclass's do not change, so once per class (at declaration, so the
+    # snapshot already holds them).
     return typing.get_type_hints(cls, include_extras=True)
 
 
