@@ -138,7 +138,8 @@ fn generated_catalog(bench: &Bench, dir: &Path, count: usize) -> PathBuf {
     path
 }
 
-fn time_to_tools_list(bench: &Bench, manifest: &Path) -> Duration {
+/// Spawn → `initialize` → the first `tools/list` answered, over stdio.
+pub fn time_to_tools_list(bench: &Bench, manifest: &Path) -> Duration {
     let started = Instant::now();
     let mut peer = Peer::start(bench.host_command(manifest, None));
     let listed = peer.request("tools/list", json!({}));

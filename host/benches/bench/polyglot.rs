@@ -17,12 +17,13 @@ use serde_json::{Value, json};
 use crate::Bench;
 use crate::client::{Call, Era, HttpClient};
 use crate::common::{HttpHost, Peer, cpu_time, rss_bytes};
+use crate::footprint::time_to_tools_list;
 use crate::report::{Amount, Figure};
 
 const SECTION: &str = "languages";
 
-/// The token both demo upstreams demand; the bench's hosts hold it.
-const TOKEN: &str = "benchmark-token-not-secret";
+/// The token both demo upstreams demand: the one the bench's hosts hold.
+const TOKEN: &str = crate::ENV[0].1;
 
 struct Guest {
     lang: &'static str,
@@ -141,7 +142,7 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
         let mut cold: Vec<Duration> = (0..runs)
             .map(|_| {
                 let _ = std::fs::remove_dir_all(per_call.parent().unwrap().join("state/cache"));
-                to_tools_list(bench, &per_call)
+                time_to_tools_list(bench, &per_call)
             })
             .collect();
         figures.push(Figure::of(
@@ -150,7 +151,7 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
             &mut cold,
         ));
         let mut warm: Vec<Duration> = (0..runs * 3)
-            .map(|_| to_tools_list(bench, &per_call))
+            .map(|_| time_to_tools_list(bench, &per_call))
             .collect();
         figures.push(Figure::of(
             SECTION,
@@ -219,26 +220,6 @@ fn manifest(bench: &Bench, scratch: &Path, guest: &Guest, base: &str, mode: &str
     path
 }
 
-fn host(bench: &Bench, manifest: &Path) -> std::process::Command {
-    let mut command = bench.host_command(manifest, None);
-    command.env("TOOLHOST_SECRET_BILLING_TOKEN", TOKEN);
-    command
-}
-
-fn to_tools_list(bench: &Bench, manifest: &Path) -> Duration {
-    let started = Instant::now();
-    let mut peer = Peer::start(host(bench, manifest));
-    let listed = peer.request("tools/list", json!({}));
-    let elapsed = started.elapsed();
-    assert!(
-        !listed["result"]["tools"].as_array().unwrap().is_empty(),
-        "{listed}"
-    );
-    drop(peer.stdin);
-    peer.child.wait().unwrap();
-    elapsed
-}
-
 struct Calls {
     p50: Duration,
     p99: Duration,
@@ -247,7 +228,7 @@ struct Calls {
 
 /// `calls` sequential calls on one stdio session, after one to warm up.
 fn calls_on(bench: &Bench, manifest: &Path, call: &(&str, Value), calls: usize) -> Calls {
-    let mut peer = Peer::start(host(bench, manifest));
+    let mut peer = Peer::start(bench.host_command(manifest, None));
     let params = json!({ "name": call.0, "arguments": call.1 });
     let first = peer.request("tools/call", params.clone());
     assert_eq!(first["result"]["isError"], false, "{first}");
@@ -269,11 +250,7 @@ fn calls_on(bench: &Bench, manifest: &Path, call: &(&str, Value), calls: usize) 
 /// each make one call and keep their instance; the growth over one session
 /// is divided by the sessions added.
 fn rss_per_instance(bench: &Bench, manifest: &Path, call: &(&str, Value), count: usize) -> u64 {
-    let env = [
-        ("TOOLHOST_SECRET_CRM_TOKEN", TOKEN),
-        ("TOOLHOST_SECRET_BILLING_TOKEN", TOKEN),
-    ];
-    let host = HttpHost::start_with_env(&bench.binary, manifest, &env);
+    let host = HttpHost::start_with_env(&bench.binary, manifest, &crate::ENV);
     let runtime = crate::http::client_runtime();
     let call = Call::new(call.0, call.1.clone());
     let mut client = runtime.block_on(async {
