@@ -141,7 +141,7 @@ stdio: build
 # suite, run by cargo-nextest (installed if missing): each test in its own
 # process, stopped if it runs past 4 minutes. With CI set, a failed test is
 # retried twice and reported as flaky if it then passes.
-test: plugins conformance-setup python-sdk-setup console-setup postgres-setup
+test: plugins conformance-setup python-sdk-setup console-setup services-setup
     command -v cargo-nextest >/dev/null || cargo install cargo-nextest --locked
     cargo nextest run --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --profile {{ if env_var_or_default("CI", "") != "" { "ci" } else { "default" } }}
     cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --doc
@@ -185,29 +185,32 @@ console-setup: python-sdk-setup
     "{{pysdk_dir}}/bin/python" -m pip install --disable-pip-version-check --quiet "playwright=={{playwright_version}}"
 
 # Debian's `postgresql` (server binaries under /usr/lib/postgresql/*/bin) is
-# for the store's PostgreSQL tests and `just cluster`, haproxy for the latter;
+# for the store's PostgreSQL tests and `just cluster`, haproxy for the latter,
+# `docker-registry` (the CNCF distribution server) for the OCI registry tests;
 # installing needs root, or sudo.
-# Install the PostgreSQL server and haproxy with apt-get, unless they are there.
-postgres-setup:
+# Install the PostgreSQL server, haproxy and docker-registry with apt-get, unless they are there.
+services-setup:
     #!/usr/bin/env bash
     set -euo pipefail
     have_postgres() { compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null && compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; }
     have_haproxy() { command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ]; }
-    if have_postgres && have_haproxy; then exit 0; fi
+    have_registry() { command -v docker-registry >/dev/null; }
+    if have_postgres && have_haproxy && have_registry; then exit 0; fi
     as_root=()
     if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null || { echo "postgres-setup: installing postgresql and haproxy needs root (or sudo)" >&2; exit 1; }
+        command -v sudo >/dev/null || { echo "services-setup: installing postgresql, haproxy and docker-registry needs root (or sudo)" >&2; exit 1; }
         as_root=(sudo)
     fi
-    echo "postgres-setup: PostgreSQL server or haproxy missing; installing them with apt-get" >&2
+    echo "services-setup: PostgreSQL server, haproxy or docker-registry missing; installing them with apt-get" >&2
     set -x
     "${as_root[@]}" apt-get update
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql haproxy
+    # Only the binaries are wanted: the tests start their own servers.
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql haproxy docker-registry
 
 # Prints the clients' URL, the admin URLs and token and the database URL;
 # everything lives in target/cluster/ (wiped at start); Ctrl-C stops it all.
 # Three replicas of the host on one throwaway PostgreSQL behind haproxy, on loopback.
-cluster: build postgres-setup
+cluster: build services-setup
     deploy/cluster.sh
 
 # A mix of hostile and normal calls over HTTP for SECONDS: failures, the

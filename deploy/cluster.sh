@@ -19,7 +19,7 @@
 #   CRM_UPSTREAM_BIN  the demo CRM (default target/release/crm-upstream); without
 #                     it the crm plugin is refused and the other tools served
 # Needs the PostgreSQL server (/usr/lib/postgresql/*/bin), haproxy, python3
-# and curl (`just postgres-setup` installs the first two). As root,
+# and curl (`just services-setup` installs the first two). As root,
 # PostgreSQL runs as the `postgres` user, since it refuses to run as root.
 
 set -euo pipefail
@@ -45,11 +45,11 @@ die() {
 [ -x "$toolhost" ] || die "no host binary at $toolhost (\`just build\` makes it; TOOLHOST_BIN picks another)"
 # /usr/sbin is not on every user's PATH.
 haproxy=$(command -v haproxy || echo /usr/sbin/haproxy)
-[ -x "$haproxy" ] || die "haproxy is not installed (\`just postgres-setup\`)"
+[ -x "$haproxy" ] || die "haproxy is not installed (\`just services-setup\`)"
 command -v python3 >/dev/null || die "python3 is needed to pick free ports"
 command -v curl >/dev/null || die "curl is needed to see when the servers are up"
 pgbins=(/usr/lib/postgresql/*/bin/pg_ctl)
-[ -x "${pgbins[0]}" ] || die "no PostgreSQL server under /usr/lib/postgresql/*/bin (\`just postgres-setup\`)"
+[ -x "${pgbins[0]}" ] || die "no PostgreSQL server under /usr/lib/postgresql/*/bin (\`just services-setup\`)"
 # The newest installed major version.
 pgbin=$(printf '%s\n' "${pgbins[@]}" | sort -V | tail -n 1)
 pgbin=${pgbin%/pg_ctl}

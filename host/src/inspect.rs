@@ -68,6 +68,12 @@ pub async fn inspect(path: &Path) -> Result<Inspection, InspectError> {
         path: path.to_path_buf(),
         source,
     })?;
+    inspect_bytes(path, bytes).await
+}
+
+/// As [`inspect`], for a component already in memory (pulled from a
+/// registry); `path` is what reports call it.
+pub async fn inspect_bytes(path: &Path, bytes: Vec<u8>) -> Result<Inspection, InspectError> {
     let digest = Sha256Digest::of(&bytes);
     let sha256 = digest.to_string();
     let sandbox = Sandbox::new(None, EngineSettings::default())

@@ -193,14 +193,14 @@ impl Drop for Postgres {
 /// newest version first; `just test` installs the package.
 fn server_bin() -> PathBuf {
     let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("PostgreSQL is installed (just postgres-setup)")
+        .expect("PostgreSQL is installed (just services-setup)")
         .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
         .filter(|bin| bin.join("initdb").exists())
         .collect();
     found.sort();
     found
         .pop()
-        .expect("initdb under /usr/lib/postgresql/*/bin (just postgres-setup)")
+        .expect("initdb under /usr/lib/postgresql/*/bin (just services-setup)")
 }
 
 fn is_root() -> bool {

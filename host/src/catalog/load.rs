@@ -12,7 +12,8 @@ use super::vetted::{Difference, differences, vetted_tool};
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
 use crate::gate::Network;
 use crate::manifest::{
-    FileGrant, FileMode, Grants, Manifest, PluginDecl, PluginName, Sha256Digest, ToolName, Vetted,
+    ComponentSource, FileGrant, FileMode, Grants, Manifest, PluginDecl, PluginName, Sha256Digest,
+    ToolName, Vetted,
 };
 use crate::queue::CallQueue;
 use crate::sandbox::{Interfaces, Origin, PluginShared, PreparedPlugin, Sandbox, ToolSpec};
@@ -169,7 +170,7 @@ async fn load_with(
                 (None, Err(reason)) => Err(Refused::from(reason)),
                 (None, Ok(files)) => {
                     let vetted = lock.map(|l| l.plugin.get(decl.name.as_str()));
-                    vet(decl, &manifest.base, files, sandbox, store, network, vetted).await
+                    vet(decl, manifest, files, sandbox, store, network, vetted).await
                 }
             }
         },
@@ -183,8 +184,8 @@ async fn load_with(
                 let index = catalog.plugins.len();
                 catalog.plugins.push(CatalogPlugin {
                     prepared,
+                    sha256: vetted.sha256.clone(),
                     vetted,
-                    sha256: decl.sha256.to_string(),
                     instance: decl.instance,
                     queue: CallQueue::new(
                         decl.limits.concurrent,
@@ -314,7 +315,7 @@ pub fn grant_holding(manifest: &Manifest, file: &Path) -> Option<(PluginName, Pa
 /// itself), `Some(None)` when the lock has no entry for the plugin.
 async fn vet(
     decl: &PluginDecl,
-    base: &Path,
+    manifest: &Manifest,
     files: Vec<FileGrant>,
     sandbox: &Sandbox,
     store: &Arc<dyn Store>,
@@ -331,22 +332,8 @@ async fn vet(
             Network::closed().gate(&closed)?
         }
     });
-    let path = &decl.component;
-    let bytes = tokio::fs::read(path).await.map_err(|e| {
-        format!(
-            "cannot read component {}: {e}; build the plugin or correct `component`",
-            path.display()
-        )
-    })?;
-    let actual = Sha256Digest::of(&bytes);
-    if actual != decl.sha256 {
-        return Err(format!(
-            "component {} has sha256 {actual}, but the manifest pins {}; if this is the build you vetted, update the pin (`toolhost pin`), otherwise do not serve it",
-            path.display(),
-            decl.sha256
-        )
-        .into());
-    }
+    let component = super::source::read(manifest, decl).await?;
+    let actual = component.digest;
 
     let shared = Arc::new(PluginShared {
         name: decl.name.clone(),
@@ -357,14 +344,15 @@ async fn vet(
         files,
     });
     let (prepared, origin, interfaces, specs) =
-        prepare_and_describe(sandbox, bytes, actual, shared).await?;
+        prepare_and_describe(sandbox, component.bytes, actual, shared).await?;
     let tools = match_declaration(decl, specs)?;
     refuse_hidden_text(&tools)?;
     let vetted = Vetted {
         sha256: actual.to_string(),
         imports: interfaces.imports,
         exports: interfaces.exports,
-        grants: Grants::of(decl, base),
+        grants: Grants::of(decl, &manifest.base),
+        signers: component.signers,
         tool: tools
             .iter()
             .map(|t| {
@@ -455,8 +443,9 @@ pub async fn describe_component(
 ) -> Result<Vec<ToolSpec>, String> {
     let decl = PluginDecl {
         name: name.clone(),
-        component: PathBuf::new(),
-        sha256: Sha256Digest::of(&bytes),
+        component: ComponentSource::File(PathBuf::new()),
+        sha256: Some(Sha256Digest::of(&bytes)),
+        signed_by: Vec::new(),
         instance: Default::default(),
         limits: Default::default(),
         config: Default::default(),
@@ -473,7 +462,8 @@ pub async fn describe_component(
         gate: Arc::new(Network::closed().gate(&decl)?),
         files: Vec::new(),
     });
-    let (_, _, _, specs) = prepare_and_describe(sandbox, bytes, decl.sha256, shared).await?;
+    let digest = Sha256Digest::of(&bytes);
+    let (_, _, _, specs) = prepare_and_describe(sandbox, bytes, digest, shared).await?;
     Ok(specs)
 }
 

@@ -7,6 +7,7 @@
 
 mod load;
 mod schema;
+pub mod source;
 mod texts;
 mod vetted;
 

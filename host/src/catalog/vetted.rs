@@ -90,6 +90,12 @@ pub enum Difference {
         #[serde(skip_serializing_if = "Option::is_none")]
         new: Option<String>,
     },
+    /// Who signed the component, among the trusted keys (a signer lost or
+    /// gained); `signed_by` is what refuses, so this only informs.
+    Signers {
+        old: Vec<String>,
+        new: Vec<String>,
+    },
     /// A grant of the manifest (`instance`, `config.KEY`, `limits.KEY`,
     /// `network`, `credentials`, `files`).
     Grant {
@@ -107,7 +113,7 @@ impl Difference {
     pub fn refuses(&self) -> bool {
         !matches!(
             self,
-            Difference::Component { .. } | Difference::Grant { .. }
+            Difference::Component { .. } | Difference::Grant { .. } | Difference::Signers { .. }
         )
     }
 }
@@ -160,6 +166,13 @@ impl fmt::Display for Difference {
                     ),
                     _ => Ok(()),
                 }
+            }
+            Difference::Signers { old, new } => {
+                let names = |v: &[String]| match v.is_empty() {
+                    true => "(none trusted)".to_string(),
+                    false => v.iter().map(|n| visible(n)).collect::<Vec<_>>().join(", "),
+                };
+                write!(f, "~ signed by {} -> {}", names(old), names(new))
             }
             Difference::Grant { what, old, new } => {
                 write!(f, "~ grant {what}: {} -> {}", visible(old), visible(new))
@@ -233,6 +246,12 @@ pub fn differences(old: &Vetted, new: &Vetted) -> Vec<Difference> {
         if let Some(old_tool) = old.tool.get(name) {
             texts(&mut found, name, old_tool, new_tool);
         }
+    }
+    if old.signers != new.signers {
+        found.push(Difference::Signers {
+            old: old.signers.clone(),
+            new: new.signers.clone(),
+        });
     }
     grants(&mut found, &old.grants, &new.grants);
     found

@@ -16,6 +16,7 @@ mod lint;
 mod operator;
 mod pin;
 mod plugin;
+mod registry;
 mod serve;
 mod state;
 mod task;
@@ -118,7 +119,7 @@ impl Cli {
 pub async fn run(cli: Cli, logs: LogRedaction) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::serve(*args, logs).await,
-        Command::Pin(args) => pin::pin(&args),
+        Command::Pin(args) => pin::pin(&args).await,
         Command::Task(args) => task::task(args).await,
         Command::Approval(args) => approval::approval(args).await,
         Command::Operator(args) => operator::operator(args).await,

@@ -1,11 +1,15 @@
-//! `toolhost pin`: the manifest's sha256 pins set to the components on disk.
+//! `toolhost pin`: the manifest's pins set to the components they name. A
+//! component file gets its `sha256`; a registry artifact named by tag gets
+//! the digest the tag points at now, for the operator to review and commit
+//! (a tag alone is refused at load, since it can move).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
 
-use crate::manifest::{Manifest, Sha256Digest};
+use crate::catalog::source;
+use crate::manifest::{ComponentSource, Manifest, Sha256Digest};
 
 #[derive(Debug, Args)]
 pub struct PinArgs {
@@ -17,9 +21,8 @@ pub struct PinArgs {
     pub check: bool,
 }
 
-/// Rewrites `sha256` of every plugin to its component's digest, keeping the
-/// rest of the file as written.
-pub(super) fn pin(args: &PinArgs) -> anyhow::Result<()> {
+/// Rewrites each plugin's pin, keeping the rest of the file as written.
+pub(super) async fn pin(args: &PinArgs) -> anyhow::Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
     let text = std::fs::read_to_string(&args.manifest)?;
     let mut doc: toml_edit::DocumentMut = text
@@ -31,19 +34,46 @@ pub(super) fn pin(args: &PinArgs) -> anyhow::Result<()> {
         .context("the manifest has no [[plugin]] tables")?;
     let mut differing = 0;
     for (table, decl) in plugins.iter_mut().zip(&manifest.plugins) {
-        let bytes = std::fs::read(&decl.component)
-            .with_context(|| format!("reading component {}", decl.component.display()))?;
-        let actual = Sha256Digest::of(&bytes);
-        if actual == decl.sha256 {
-            continue;
+        match &decl.component {
+            ComponentSource::File(path) => {
+                let bytes = std::fs::read(path)
+                    .with_context(|| format!("reading component {}", path.display()))?;
+                let actual = Sha256Digest::of(&bytes);
+                if Some(actual) == decl.sha256 {
+                    continue;
+                }
+                differing += 1;
+                let old = decl.sha256.map(|d| d.to_string()).unwrap_or_default();
+                println!("{}: {old} -> {actual}", decl.name);
+                table["sha256"] = toml_edit::value(actual.to_string());
+            }
+            ComponentSource::Oci(reference) => {
+                if reference.tag.is_none() {
+                    continue;
+                }
+                let (registry, _) = super::registry::connect(reference, Some(&manifest), false)?;
+                let digest = registry.resolve(reference).await?;
+                let pinned = reference.pinned(digest);
+                differing += 1;
+                println!(
+                    "{}: {reference} -> {pinned}\n  review this artifact before you serve it (`toolhost plugin diff {} {pinned}`)",
+                    decl.name, decl.name
+                );
+                table["component"] = toml_edit::value(pinned.to_string());
+                // The sha256 of another artifact's component would refuse it.
+                if decl.sha256.is_some() {
+                    let fetched = source::fetch(&manifest, &pinned, false)
+                        .await
+                        .map_err(anyhow::Error::msg)?;
+                    table["sha256"] =
+                        toml_edit::value(Sha256Digest::of(&fetched.component).to_string());
+                }
+            }
         }
-        differing += 1;
-        println!("{}: {} -> {actual}", decl.name, decl.sha256);
-        table["sha256"] = toml_edit::value(actual.to_string());
     }
     if args.check {
         if differing > 0 {
-            bail!("{differing} pin(s) differ from the components on disk");
+            bail!("{differing} pin(s) differ from the components they name");
         }
         println!("all pins match");
         return Ok(());

@@ -1,6 +1,7 @@
 //! `toolhost plugin new` (the scaffold), `toolhost plugin inspect` (a
 //! component before it is declared), with the inspection's printing, and
-//! `toolhost plugin diff` (in `vet.rs`).
+//! `toolhost plugin diff` (in `vet.rs`); `push`, `pull`, `sign` and
+//! `keygen` are in `registry.rs`.
 
 use std::path::PathBuf;
 
@@ -8,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use super::LintFormat;
 use crate::manifest::{PluginName, Sha256Digest};
-use crate::{inspect, scaffold, text};
+use crate::{inspect, scaffold, signing, text};
 
 #[derive(Args)]
 pub struct PluginArgs {
@@ -40,28 +41,81 @@ pub enum PluginCommand {
     /// Show a component's digest, imports and exports, whether it fits the
     /// plugin world, the tools it describes with their schemas, and lint findings.
     Inspect {
-        /// The component (.wasm).
-        file: PathBuf,
+        /// The component: a .wasm file or an oci://REGISTRY/REPOSITORY:TAG|@sha256:DIGEST reference.
+        component: String,
         /// `text` for people, `json` for scripts.
         #[arg(long, value_enum, default_value_t = LintFormat::Text)]
         format: LintFormat,
+        /// Reach a registry that is not on loopback over plain HTTP.
+        #[arg(long)]
+        plain_http: bool,
+    },
+    /// Push a component to an OCI registry (wasm artifact layout), with the
+    /// signatures in FILE.sig as its referrers; prints the digest reference
+    /// to pin.
+    Push {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// Where: oci://REGISTRY/REPOSITORY:TAG.
+        target: String,
+        /// Reach a registry that is not on loopback over plain HTTP.
+        #[arg(long)]
+        plain_http: bool,
+    },
+    /// Pull a component from an OCI registry, checked against its digest,
+    /// into a file (its signatures beside it, in FILE.sig), for review.
+    Pull {
+        /// oci://REGISTRY/REPOSITORY:TAG or …@sha256:DIGEST.
+        source: String,
+        /// The file to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// Reach a registry that is not on loopback over plain HTTP.
+        #[arg(long)]
+        plain_http: bool,
+    },
+    /// Sign a component with a private key: a file (the signature goes to
+    /// FILE.sig, a Sigstore bundle per line) or a registry artifact (the
+    /// signature is attached as an OCI referrer).
+    Sign {
+        /// A .wasm file or oci://REGISTRY/REPOSITORY:TAG|@sha256:DIGEST.
+        component: String,
+        /// The private key: PKCS#8 PEM, Ed25519 or ECDSA P-256 (`plugin keygen` writes one).
+        #[arg(long)]
+        key: PathBuf,
+        /// Reach a registry that is not on loopback over plain HTTP.
+        #[arg(long)]
+        plain_http: bool,
+    },
+    /// Create a signing key pair: PREFIX.key (private, mode 0600) and
+    /// PREFIX.pub (for the manifest's [[trust]]).
+    Keygen {
+        /// Path and file name without extension.
+        prefix: PathBuf,
+        #[arg(long, value_enum, default_value_t = signing::Algorithm::Ed25519)]
+        algorithm: signing::Algorithm,
     },
     /// Show what a new version changes, for a reviewer: imports gained and
     /// lost (flagging sockets, HTTP and file system), tools added and
     /// removed, texts changed (hidden characters escaped), grants changed,
     /// and the lint's findings on the new version. Either two component
-    /// files, or one plugin of the manifest against tools-manifest.lock.
+    /// files or oci:// references, a plugin of the manifest and a new
+    /// candidate, or one plugin as it loads now against tools-manifest.lock.
     Diff {
-        /// The old component (.wasm), or a plugin name to compare with the lock.
+        /// The old component (.wasm or oci://…), or a plugin name (its lock entry).
         old: String,
-        /// The new component (.wasm); omit it to compare a plugin with the lock.
-        new: Option<PathBuf>,
-        /// The manifest whose lock a plugin name is compared with.
+        /// The new component (.wasm or oci://…); omit it to compare a plugin as it loads now with the lock.
+        new: Option<String>,
+        /// The manifest whose lock a plugin name is compared with, and whose
+        /// [[trust]] names signers.
         #[arg(long, default_value = "tools-manifest.toml")]
         manifest: PathBuf,
         /// `text` for people, `json` for scripts and CI.
         #[arg(long, value_enum, default_value_t = LintFormat::Text)]
         format: LintFormat,
+        /// Reach a registry that is not on loopback over plain HTTP.
+        #[arg(long)]
+        plain_http: bool,
     },
 }
 
@@ -100,9 +154,32 @@ pub(super) async fn plugin(args: PluginArgs) -> anyhow::Result<()> {
             new,
             manifest,
             format,
-        } => super::vet::diff(old, new, manifest, format).await,
-        PluginCommand::Inspect { file, format } => {
-            let inspection = inspect::inspect(&file).await?;
+            plain_http,
+        } => super::vet::diff(old, new, manifest, format, plain_http).await,
+        PluginCommand::Push {
+            file,
+            target,
+            plain_http,
+        } => super::registry::push(&file, &target, plain_http).await,
+        PluginCommand::Pull {
+            source,
+            out,
+            plain_http,
+        } => super::registry::pull(&source, &out, plain_http).await,
+        PluginCommand::Sign {
+            component,
+            key,
+            plain_http,
+        } => super::registry::sign(&component, &key, plain_http).await,
+        PluginCommand::Keygen { prefix, algorithm } => super::registry::keygen(&prefix, algorithm),
+        PluginCommand::Inspect {
+            component,
+            format,
+            plain_http,
+        } => {
+            let named = super::registry::read_named(&component, None, plain_http).await?;
+            let inspection =
+                inspect::inspect_bytes(std::path::Path::new(&named.label), named.bytes).await?;
             match format {
                 LintFormat::Json => {
                     println!("{}", text::json(&serde_json::to_value(&inspection)?, true))

@@ -546,7 +546,10 @@ fn record_catalog(audit: &Audit, manifest: &Manifest, catalog: &catalog::Catalog
             .plugins
             .iter()
             .find(|p| p.name == refusal.plugin)
-            .map(|p| p.sha256.to_string())
+            .map(|p| match p.sha256 {
+                Some(pin) => pin.to_string(),
+                None => p.component.to_string(),
+            })
             .unwrap_or_default();
         audit.record(Event::PluginRefused {
             plugin: refusal.plugin.to_string(),

@@ -15,7 +15,9 @@ use super::{LintFormat, cached_sandbox, open_store, open_trail};
 use crate::audit::{Audit, Event};
 use crate::catalog::{self, Catalog, Difference, differences, vetted_tool};
 use crate::lint::{self, Finding};
-use crate::manifest::{Grants, LOCK_VERSION, Lock, Manifest, PluginName, Sha256Digest, Vetted};
+use crate::manifest::{
+    Grants, LOCK_VERSION, Lock, Manifest, OCI_SCHEME, PluginName, Sha256Digest, Vetted,
+};
 use crate::store::Store;
 use crate::store::operator as cli_operator;
 use crate::{inspect, text};
@@ -154,16 +156,18 @@ struct DiffReport {
     lint: Vec<Finding>,
 }
 
-/// `toolhost plugin diff`: OLD and NEW component files (or OCI-free paths),
-/// or one plugin name against its entry in the lock.
+/// `toolhost plugin diff`: OLD and NEW components (files or `oci://`
+/// references), a plugin name (its lock entry) and a NEW candidate, or one
+/// plugin name as it loads now against its lock entry.
 pub(super) async fn diff(
     old: String,
-    new: Option<PathBuf>,
+    new: Option<String>,
     manifest: PathBuf,
     format: LintFormat,
+    plain_http: bool,
 ) -> anyhow::Result<()> {
     let report = match new {
-        Some(new) => diff_files(Path::new(&old), &new).await?,
+        Some(new) => diff_components(&old, &new, &manifest, plain_http).await?,
         None => diff_against_lock(&old, &manifest).await?,
     };
     match format {
@@ -190,52 +194,116 @@ pub(super) async fn diff(
     Ok(())
 }
 
-/// Two component files, each described with nothing granted (as
-/// `plugin inspect` does); grants are not compared, since files have none.
-async fn diff_files(old: &Path, new: &Path) -> anyhow::Result<DiffReport> {
-    let vetted_file = |inspection: &inspect::Inspection| -> anyhow::Result<Vetted> {
-        if let Some(misfit) = &inspection.misfit {
-            bail!(
-                "{} cannot be described: {}",
-                inspection.file.display(),
-                text::escape_hidden(misfit)
-            );
-        }
-        Ok(Vetted {
-            sha256: inspection.sha256.clone(),
-            imports: inspection.imports.clone(),
-            exports: inspection.exports.clone(),
-            grants: Grants {
-                instance: String::new(),
-                config: BTreeMap::new(),
-                limits: BTreeMap::new(),
-                network: Vec::new(),
-                credentials: Vec::new(),
-                files: Vec::new(),
-            },
-            tool: inspection
-                .tools
-                .iter()
-                .map(|t| {
-                    let object = |v: &serde_json::Value| v.as_object().cloned().unwrap_or_default();
-                    let input = object(&t.input_schema);
-                    let output = t.output_schema.as_ref().map(object);
-                    (
-                        t.name.clone(),
-                        vetted_tool(&t.title, &t.description, &input, output.as_ref()),
-                    )
-                })
-                .collect(),
-        })
+/// What a component offers, described with nothing granted (as `plugin
+/// inspect` does), with the trusted signers of its signatures.
+async fn vetted_named(
+    named: super::registry::Named,
+    manifest: Option<&Manifest>,
+) -> anyhow::Result<(Vetted, Vec<Finding>)> {
+    let signers = catalog::source::signers_of(&named.bytes, &named.signatures, manifest);
+    let inspection = inspect::inspect_bytes(Path::new(&named.label), named.bytes).await?;
+    if let Some(misfit) = &inspection.misfit {
+        bail!(
+            "{} cannot be described: {}",
+            named.label,
+            text::escape_hidden(misfit)
+        );
+    }
+    let vetted = Vetted {
+        sha256: inspection.sha256.clone(),
+        imports: inspection.imports.clone(),
+        exports: inspection.exports.clone(),
+        grants: Grants {
+            instance: String::new(),
+            config: BTreeMap::new(),
+            limits: BTreeMap::new(),
+            network: Vec::new(),
+            credentials: Vec::new(),
+            files: Vec::new(),
+        },
+        signers: signers.trusted,
+        tool: inspection
+            .tools
+            .iter()
+            .map(|t| {
+                let object = |v: &serde_json::Value| v.as_object().cloned().unwrap_or_default();
+                let input = object(&t.input_schema);
+                let output = t.output_schema.as_ref().map(object);
+                (
+                    t.name.clone(),
+                    vetted_tool(&t.title, &t.description, &input, output.as_ref()),
+                )
+            })
+            .collect(),
     };
-    let old_inspection = inspect::inspect(old).await?;
-    let new_inspection = inspect::inspect(new).await?;
-    let (before, after) = (vetted_file(&old_inspection)?, vetted_file(&new_inspection)?);
+    Ok((vetted, inspection.lint.findings))
+}
+
+/// OLD and NEW as components; OLD may instead name a plugin of the
+/// manifest, whose lock entry is then the old side (and its grants, which a
+/// new component does not change, are carried over).
+async fn diff_components(
+    old: &str,
+    new: &str,
+    manifest_path: &Path,
+    plain_http: bool,
+) -> anyhow::Result<DiffReport> {
+    // The manifest, when there is one, names trusted signers and registries.
+    let manifest = match manifest_path.exists() {
+        true => Some(Manifest::load(manifest_path)?),
+        false => None,
+    };
+    let is_component = |s: &str| s.starts_with(OCI_SCHEME) || Path::new(s).exists();
+    let (old_label, before) = if is_component(old) {
+        let named = super::registry::read_named(old, manifest.as_ref(), plain_http).await?;
+        let label = named.label.clone();
+        (label, Some(vetted_named(named, manifest.as_ref()).await?.0))
+    } else {
+        let Some(manifest) = &manifest else {
+            bail!(
+                "{old:?} is neither a component file, an oci:// reference nor (without {}) a plugin name",
+                manifest_path.display()
+            );
+        };
+        let name = PluginName::try_from(old.to_string()).map_err(|_| {
+            anyhow::anyhow!(
+                "{old:?} is neither a component file, an oci:// reference nor a plugin name"
+            )
+        })?;
+        if !manifest.plugins.iter().any(|p| p.name == name) {
+            bail!("the manifest declares no plugin `{name}`");
+        }
+        let locked = manifest
+            .lock
+            .as_ref()
+            .and_then(|lock| lock.plugin.get(name.as_str()))
+            .cloned();
+        (
+            format!("{} (`{name}`)", manifest.lock_path().display()),
+            locked,
+        )
+    };
+    let named = super::registry::read_named(new, manifest.as_ref(), plain_http).await?;
+    let new_label = named.label.clone();
+    let (mut after, lint) = vetted_named(named, manifest.as_ref()).await?;
+    let differences = match &before {
+        Some(before) => {
+            if !is_component(old) {
+                after.grants = before.grants.clone();
+            }
+            differences(before, &after)
+        }
+        None => after
+            .tool
+            .keys()
+            .map(|tool| Difference::ToolAdded { tool: tool.clone() })
+            .collect(),
+    };
     Ok(DiffReport {
-        old: old.display().to_string(),
-        new: new.display().to_string(),
-        differences: differences(&before, &after),
-        lint: new_inspection.lint.findings,
+        old: old_label,
+        new: new_label,
+        differences,
+        lint,
     })
 }
 

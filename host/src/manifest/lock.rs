@@ -36,6 +36,9 @@ pub struct Vetted {
     pub imports: Vec<String>,
     pub exports: Vec<String>,
     pub grants: Grants,
+    /// The `[[trust]]` names whose valid signatures the component carried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signers: Vec<String>,
     /// By tool name.
     #[serde(default)]
     pub tool: BTreeMap<String, VettedTool>,

@@ -10,6 +10,7 @@ mod lock;
 mod names;
 mod network;
 mod raw;
+mod source;
 
 pub use lock::{Grants, LOCK_VERSION, Lock, LockError, ToolTexts, Vetted, VettedTool};
 pub use names::{PluginName, Sha256Digest, ToolName};
@@ -17,6 +18,7 @@ pub use network::{
     AllowEntry, CredentialDecl, Destination, HostPattern, NetworkDecl, NetworkLimits, Scheme,
     SecretName,
 };
+pub use source::{ComponentSource, OCI_SCHEME, OciReference, RegistryDecl};
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -206,9 +208,14 @@ pub enum FileMode {
 #[derive(Debug, Clone)]
 pub struct PluginDecl {
     pub name: PluginName,
-    /// Absolute path of the component file.
-    pub component: PathBuf,
-    pub sha256: Sha256Digest,
+    /// The component file (an absolute path) or registry artifact.
+    pub component: ComponentSource,
+    /// The component's digest as pinned; always set for a file, optional
+    /// for a registry artifact (its reference's digest pins it).
+    pub sha256: Option<Sha256Digest>,
+    /// `[[trust]]` names, any one of which must have signed the component;
+    /// empty when no signature is required.
+    pub signed_by: Vec<String>,
     pub instance: InstanceMode,
     pub limits: Limits,
     /// Non-secret settings the plugin reads through the `config` import.
@@ -253,6 +260,10 @@ pub struct Manifest {
     pub wasm_stack_bytes: usize,
     pub lint: LintSettings,
     pub plugins: Vec<PluginDecl>,
+    /// `[[trust]]`: the keys whose signatures plugins may require.
+    pub trust: Vec<crate::signing::TrustedKey>,
+    /// `[[registry]]`: how to reach OCI registries.
+    pub registries: Vec<RegistryDecl>,
     /// The manifest's folder: relative paths in it start there.
     pub base: PathBuf,
     /// `tools-manifest.lock` beside it, if there is one (see `lock`).
@@ -412,6 +423,53 @@ impl Manifest {
             }
             plugins.push(p.vet(&at, base, plugin_line)?);
         }
+        let mut trust: Vec<crate::signing::TrustedKey> = Vec::with_capacity(raw.trust.len());
+        for entry in raw.trust {
+            let entry = entry.into_inner();
+            let name = entry.name.get_ref();
+            let valid = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !valid || trust.iter().any(|t| &t.name == name) {
+                return Err(at.error(
+                    Some(entry.name.span()),
+                    format!("[[trust]] name {name:?} is empty, repeated or has characters other than a-z, A-Z, 0-9, '-', '_', '.'"),
+                    "give each trusted key a unique short name, such as \"vendor-x\"".into(),
+                ));
+            }
+            let key_path = base.join(entry.key.get_ref());
+            let key = crate::signing::PublicKey::read(&key_path).map_err(|e| {
+                at.error(
+                    Some(entry.key.span()),
+                    format!("[[trust]] `{name}`: {e}"),
+                    "point key at a PEM public key file (Ed25519 or ECDSA P-256), relative to the manifest".into(),
+                )
+            })?;
+            trust.push(crate::signing::TrustedKey {
+                name: name.clone(),
+                key,
+            });
+        }
+        let mut registries: Vec<RegistryDecl> = Vec::with_capacity(raw.registry.len());
+        for entry in raw.registry {
+            let entry = entry.into_inner();
+            let host = entry.host.get_ref();
+            let probe = format!("{OCI_SCHEME}{host}/x:x");
+            if OciReference::parse(&probe).is_err() || registries.iter().any(|r| &r.host == host) {
+                return Err(at.error(
+                    Some(entry.host.span()),
+                    format!("[[registry]] host {host:?} is repeated or not a host[:port]"),
+                    "name each registry once, as references name it (e.g. \"registry.example.com:5000\")".into(),
+                ));
+            }
+            registries.push(RegistryDecl {
+                host: host.clone(),
+                credential: entry.credential,
+                plain_http: entry.plain_http,
+            });
+        }
         let state_dir = match std::env::var_os(STATE_DIR_ENV).filter(|v| !v.is_empty()) {
             Some(dir) => base.join(dir),
             None => base.join(raw.host.state_dir.as_deref().unwrap_or(DEFAULT_STATE_DIR)),
@@ -548,9 +606,25 @@ impl Manifest {
                 )? as usize,
             },
             plugins,
+            trust,
+            registries,
             base: base.to_path_buf(),
             lock: None,
         })
+    }
+
+    /// How to reach the registry `host`, as `[[registry]]` says (defaults
+    /// when it says nothing).
+    pub fn registry(&self, host: &str) -> RegistryDecl {
+        self.registries
+            .iter()
+            .find(|r| r.host == host)
+            .cloned()
+            .unwrap_or(RegistryDecl {
+                host: host.to_string(),
+                credential: None,
+                plain_http: false,
+            })
     }
 
     /// Finds a declared tool by name, across plugins (first declaration wins).

@@ -10,6 +10,7 @@ use toml::Spanned;
 use super::network::{
     AllowEntry, CredentialDecl, Destination, HostPattern, NetworkDecl, NetworkLimits, SecretName,
 };
+use super::source::{ComponentSource, OCI_SCHEME, OciReference};
 use super::{
     FileGrant, FileMode, InstanceMode, Limits, Locator, ManifestError, PluginDecl, PluginName,
     RiskClass, Sha256Digest, ToolDecl, ToolName,
@@ -24,6 +25,29 @@ pub(super) struct RawManifest {
     pub lint: RawLint,
     #[serde(default)]
     pub plugin: Vec<Spanned<RawPlugin>>,
+    /// `[[trust]]`: keys whose signatures plugins may require.
+    #[serde(default)]
+    pub trust: Vec<Spanned<RawTrust>>,
+    /// `[[registry]]`: how to reach each OCI registry.
+    #[serde(default)]
+    pub registry: Vec<Spanned<RawRegistry>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTrust {
+    pub name: Spanned<String>,
+    /// A public key PEM file, relative to the manifest's folder.
+    pub key: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRegistry {
+    pub host: Spanned<String>,
+    pub credential: Option<super::network::SecretName>,
+    #[serde(default)]
+    pub plain_http: bool,
 }
 
 /// `[lint]`: settings of the catalog lint that hold for every plugin.
@@ -76,7 +100,9 @@ pub(super) struct RawWebhook {
 pub(super) struct RawPlugin {
     pub name: Spanned<PluginName>,
     component: Spanned<String>,
-    sha256: Sha256Digest,
+    sha256: Option<Spanned<Sha256Digest>>,
+    #[serde(default)]
+    signed_by: Vec<Spanned<String>>,
     #[serde(default)]
     instance: InstanceMode,
     #[serde(default)]
@@ -233,7 +259,40 @@ impl RawPlugin {
                 "set component to the .wasm file, relative to the manifest's folder".into(),
             ));
         }
-        let component = base.join(self.component.get_ref());
+        let component = if self.component.get_ref().starts_with(OCI_SCHEME) {
+            let reference = OciReference::parse(self.component.get_ref()).map_err(|e| {
+                at.error(
+                    Some(self.component.span()),
+                    format!("plugin `{name}`: {e}"),
+                    "write oci://REGISTRY/REPOSITORY@sha256:DIGEST (`toolhost pin` turns a tag into its digest)".into(),
+                )
+            })?;
+            ComponentSource::Oci(reference)
+        } else {
+            ComponentSource::File(base.join(self.component.get_ref()))
+        };
+        // A file is pinned by `sha256`; a registry artifact by the digest in
+        // its reference, and by `sha256` too if given.
+        let sha256 = self.sha256.map(Spanned::into_inner);
+        if sha256.is_none() && matches!(component, ComponentSource::File(_)) {
+            return Err(at.error(
+                Some(self.component.span()),
+                format!("plugin `{name}` has no sha256 pin"),
+                "set sha256 to the digest of the component you vetted (`toolhost pin` writes it)"
+                    .into(),
+            ));
+        }
+        let mut signed_by: Vec<String> = Vec::with_capacity(self.signed_by.len());
+        for signer in self.signed_by {
+            if signer.get_ref().trim().is_empty() || signed_by.contains(signer.get_ref()) {
+                return Err(at.error(
+                    Some(signer.span()),
+                    format!("plugin `{name}`: signed_by has an empty or repeated name"),
+                    "list each [[trust]] name once, e.g. signed_by = [\"vendor-x\"]".into(),
+                ));
+            }
+            signed_by.push(signer.into_inner());
+        }
 
         let limits = self.limits.vet(at)?;
 
@@ -320,7 +379,8 @@ impl RawPlugin {
         Ok(PluginDecl {
             name,
             component,
-            sha256: self.sha256,
+            sha256,
+            signed_by,
             instance: self.instance,
             limits,
             config: self

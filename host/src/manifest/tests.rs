@@ -56,7 +56,10 @@ idempotent = true
     let m = Manifest::parse(Path::new("m.toml"), Path::new("/catalog"), text).unwrap();
     let p = &m.plugins[0];
     assert_eq!(p.name.as_str(), "helpdesk");
-    assert_eq!(p.component, Path::new("/catalog/plugins/helpdesk.wasm"));
+    assert_eq!(
+        p.component,
+        ComponentSource::File("/catalog/plugins/helpdesk.wasm".into())
+    );
     assert_eq!(p.instance, InstanceMode::Session);
     assert_eq!(p.limits, Limits::default());
     assert_eq!(p.config["rounds"], "50");
@@ -68,4 +71,63 @@ idempotent = true
         m.tool("helpdesk_ticket_close").unwrap().1.risk,
         RiskClass::Write
     );
+}
+
+#[test]
+fn registry_components_trust_and_registries_parse_and_mistakes_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = crate::signing::SecretKey::generate(crate::signing::Algorithm::P256);
+    std::fs::write(dir.path().join("vendor.pub"), key.public().to_pem()).unwrap();
+    let plugin = |component: &str, pin: &str, extra: &str| {
+        format!(
+            "[[plugin]]\nname = \"crm\"\ncomponent = \"{component}\"\n{pin}{extra}\n[[plugin.tool]]\nname = \"crm_contact_get\"\nrisk = \"read\"\n"
+        )
+    };
+    let trust = "[[trust]]\nname = \"vendor\"\nkey = \"vendor.pub\"\n";
+    let registry =
+        "[[registry]]\nhost = \"registry.example.com\"\ncredential = \"registry_login\"\n";
+    let parse = |text: &str| Manifest::parse(Path::new("m.toml"), dir.path(), text);
+
+    let text = plugin(
+        "oci://registry.example.com/tools/crm:1.2",
+        "",
+        "signed_by = [\"vendor\"]\n",
+    ) + trust
+        + registry;
+    let m = parse(&text).unwrap();
+    let ComponentSource::Oci(reference) = &m.plugins[0].component else {
+        panic!("not a registry component")
+    };
+    assert_eq!(reference.tag.as_deref(), Some("1.2"));
+    assert_eq!(m.plugins[0].sha256, None);
+    assert_eq!(m.plugins[0].signed_by, ["vendor"]);
+    assert_eq!(m.trust[0].key, key.public());
+    let reached = m.registry("registry.example.com");
+    assert_eq!(reached.credential.unwrap().as_str(), "registry_login");
+    assert!(!m.registry("ghcr.io").plain_http);
+
+    for (text, says) in [
+        (plugin("crm.wasm", "", ""), "has no sha256 pin"),
+        (
+            plugin("oci://registry.example.com/crm", "", ""),
+            "neither a tag nor a digest",
+        ),
+        (
+            plugin(
+                "crm.wasm",
+                &format!("sha256 = \"{}\"\n", "0".repeat(64)),
+                "signed_by = [\"a\", \"a\"]\n",
+            ),
+            "empty or repeated",
+        ),
+        (
+            format!("{trust}[[trust]]\nname = \"x\"\nkey = \"missing.pub\"\n"),
+            "missing.pub",
+        ),
+        (format!("{trust}{trust}"), "repeated"),
+        (format!("{registry}{registry}"), "repeated"),
+    ] {
+        let error = parse(&text).unwrap_err().to_string();
+        assert!(error.contains(says), "{says}: {error}");
+    }
 }

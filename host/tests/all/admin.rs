@@ -16,7 +16,7 @@ async fn admin(
     body: Option<Value>,
 ) -> (u16, Value) {
     let base = host.admin.as_ref().expect("--admin was given");
-    let mut request = reqwest::Client::new().request(method, format!("{base}{path}"));
+    let mut request = http_client().request(method, format!("{base}{path}"));
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }

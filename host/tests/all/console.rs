@@ -175,7 +175,7 @@ async fn an_approver_decides_in_the_browser_what_the_agent_asked_for() {
     );
     // The metrics count the scripted session: the admin token (or the
     // metrics token) reads them, nothing else does.
-    let http = reqwest::Client::new();
+    let http = http_client();
     let scrape = |token: Option<&'static str>| {
         let mut request = http.get(format!("{console}/metrics"));
         if let Some(token) = token {

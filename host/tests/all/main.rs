@@ -23,6 +23,7 @@ mod policy;
 mod polyglot;
 mod postgres;
 mod pysdk;
+mod registry;
 mod replicas;
 mod sessions;
 mod store_contract;

@@ -41,7 +41,7 @@ impl Replica {
         body: Option<serde_json::Value>,
     ) -> (u16, serde_json::Value) {
         let base = self.host.admin.as_ref().expect("--admin was given");
-        let mut request = reqwest::Client::new()
+        let mut request = http_client()
             .request(method, format!("{base}{path}"))
             .bearer_auth(ADMIN_TOKEN)
             .timeout(Duration::from_secs(30));

@@ -102,7 +102,7 @@ fn request_as(
     session: Option<&str>,
     version: &str,
 ) -> reqwest::RequestBuilder {
-    let mut request = reqwest::Client::new()
+    let mut request = http_client()
         .request(method, url)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", version);

@@ -283,7 +283,7 @@ async fn a_session_lives_on_its_replica_and_stateless_requests_go_anywhere() {
     let pg = Postgres::start();
     let m = notes_manifest();
     let [a, b, _c] = three(&m, &pg);
-    let http = reqwest::Client::new();
+    let http = http_client();
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": { "protocolVersion": "2025-11-25", "capabilities": {},
@@ -357,7 +357,7 @@ async fn a_stopped_database_refuses_task_calls_at_once_and_reads_go_on() {
     let notes = content(&call(&anonymous, "notes_note_list", json!({})).await);
     assert!(notes["code"].is_string(), "{notes}");
     // Over HTTP, the token itself cannot be checked: 503, retry later.
-    let response = reqwest::Client::new()
+    let response = http_client()
         .post(replica.url())
         .bearer_auth(&task.token)
         .header("accept", "application/json, text/event-stream")

@@ -182,11 +182,15 @@ pub struct TestManifest {
 pub fn manifest(plugins: Vec<PluginEntry>) -> TestManifest {
     let mut text = String::new();
     for p in plugins {
+        // A registry artifact (`oci://…`) may go without a sha256 pin.
+        let pin = match p.sha256.is_empty() {
+            true => String::new(),
+            false => format!("sha256 = \"{}\"\n", p.sha256),
+        };
         text.push_str(&format!(
-            "[[plugin]]\nname = \"{}\"\ncomponent = {:?}\nsha256 = \"{}\"\n{}\n",
+            "[[plugin]]\nname = \"{}\"\ncomponent = {:?}\n{pin}{}\n",
             p.name,
             p.component.display().to_string(),
-            p.sha256,
             p.extra
         ));
         for (tool, risk) in p.tools {
@@ -353,6 +357,7 @@ pub fn http_env(manifest: &TestManifest, args: &[&str], env: &[(&str, &str)]) ->
 
 /// A 2025-11-25 client: `initialize`, then a session id on every request.
 pub async fn connect(url: &str) -> Client {
+    toolhost::registry::install_crypto_provider();
     ().serve(StreamableHttpClientTransport::from_uri(url.to_string()))
         .await
         .expect("initialize over HTTP")
@@ -361,7 +366,10 @@ pub async fn connect(url: &str) -> Client {
 /// A 2026-07-28 client: no `initialize`, every request stands alone.
 pub async fn connect_stateless(url: &str) -> Client {
     ().serve_with_lifecycle(
-        StreamableHttpClientTransport::from_uri(url.to_string()),
+        {
+            toolhost::registry::install_crypto_provider();
+            StreamableHttpClientTransport::from_uri(url.to_string())
+        },
         ClientLifecycleMode::Discover {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         },
@@ -548,6 +556,7 @@ fn http_transport(
     if let Some(token) = token {
         config = config.auth_header(token.to_string());
     }
+    toolhost::registry::install_crypto_provider();
     StreamableHttpClientTransport::from_config(config)
 }
 
@@ -619,4 +628,12 @@ pub fn finding_rules(report: &Value) -> Vec<&str> {
         .iter()
         .map(|f| f["rule"].as_str().unwrap())
         .collect()
+}
+
+/// A plain HTTP client for the tests. reqwest is built with rustls but no
+/// crypto provider of its own (the host's registry client carries ring), so
+/// the process's provider is set first.
+pub fn http_client() -> reqwest::Client {
+    toolhost::registry::install_crypto_provider();
+    reqwest::Client::new()
 }

@@ -50,7 +50,7 @@ async fn without_a_token_only_reads_work_and_a_token_grants_exactly_its_tools() 
     // A token that was never issued is refused at connect.
     let forged = format!("{}x", &task.token[..task.token.len() - 1]);
     assert!(connect_with(&host.url, Some(&forged), ()).await.is_err());
-    let response = reqwest::Client::new()
+    let response = http_client()
         .post(&host.url)
         .bearer_auth(&forged)
         .header("accept", "application/json, text/event-stream")

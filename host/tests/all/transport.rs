@@ -110,7 +110,7 @@ fn stdio_answers_oversized_and_malformed_lines_and_keeps_going() {
 }
 
 fn post(url: &str, body: String) -> reqwest::RequestBuilder {
-    reqwest::Client::new()
+    http_client()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -356,7 +356,7 @@ async fn http_answers_hostile_clients_and_keeps_going() {
         .unwrap();
     assert_eq!(unreadable_id.status().as_u16(), 503);
     // Closing a session makes room for a new one.
-    let closed = reqwest::Client::new()
+    let closed = http_client()
         .delete(&host.url)
         .header("mcp-session-id", &opened[0])
         .send()
@@ -389,7 +389,7 @@ async fn http_answers_hostile_clients_and_keeps_going() {
     assert_eq!(body["error"]["code"], -32700);
     let mut invalid_utf8 = br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":""#.to_vec();
     invalid_utf8.extend_from_slice(&[0xff, 0xfe, 0xc3, b'"', b'}', b'}']);
-    let bad = reqwest::Client::new()
+    let bad = http_client()
         .post(&host.url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
