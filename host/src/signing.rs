@@ -333,7 +333,10 @@ pub fn sig_path(component: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The bundles beside a component file; none when there is no `.sig`.
+/// The bundles beside a component file; none when there is no `.sig`. A
+/// line that is not a bundle (another tool's signature format, say) is
+/// skipped with a warning: it signs nothing this host can check, and a
+/// plugin that requires a signer is refused for want of one.
 pub fn read_beside(component: &Path) -> Result<Vec<Bundle>, SigningError> {
     let path = sig_path(component);
     let text = match std::fs::read_to_string(&path) {
@@ -341,18 +344,24 @@ pub fn read_beside(component: &Path) -> Result<Vec<Bundle>, SigningError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => return Err(SigningError::Read { path, source }),
     };
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .take(MAX_BUNDLES)
-        .map(|(i, line)| {
-            Bundle::parse(line.as_bytes()).map_err(|reason| SigningError::Bundle {
-                path: path.clone(),
-                line: i + 1,
-                reason,
-            })
-        })
-        .collect()
+    let mut bundles = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || bundles.len() == MAX_BUNDLES {
+            continue;
+        }
+        match Bundle::parse(line.as_bytes()) {
+            Ok(bundle) => bundles.push(bundle),
+            Err(reason) => tracing::warn!(
+                "{}",
+                SigningError::Bundle {
+                    path: path.clone(),
+                    line: i + 1,
+                    reason: crate::text::visible(&reason),
+                }
+            ),
+        }
+    }
+    Ok(bundles)
 }
 
 /// Adds `bundle` to the `.sig` beside `component`, replacing an earlier

@@ -19,7 +19,7 @@ pub struct Component {
 /// Reads `decl`'s component and checks its pin and signatures; the error is
 /// the reason to refuse the plugin.
 pub async fn read(manifest: &Manifest, decl: &PluginDecl) -> Result<Component, String> {
-    let (bytes, mut bundles) = match &decl.component {
+    let (bytes, mut bundles, pulled) = match &decl.component {
         ComponentSource::File(path) => {
             let bytes = tokio::fs::read(path).await.map_err(|e| {
                 format!(
@@ -28,11 +28,11 @@ pub async fn read(manifest: &Manifest, decl: &PluginDecl) -> Result<Component, S
                 )
             })?;
             let bundles = signing::read_beside(path).map_err(|e| e.to_string())?;
-            (bytes, bundles)
+            (bytes, bundles, false)
         }
         ComponentSource::Oci(reference) => {
             let fetched = fetch(manifest, reference, false).await?;
-            (fetched.component, fetched.signatures)
+            (fetched.component, fetched.signatures, fetched.pulled)
         }
     };
     let digest = Sha256Digest::of(&bytes);
@@ -48,6 +48,7 @@ pub async fn read(manifest: &Manifest, decl: &PluginDecl) -> Result<Component, S
     // A cached artifact may predate a signature added since: a registry is
     // asked again before a required signer is declared missing.
     if let ComponentSource::Oci(reference) = &decl.component
+        && !pulled
         && !decl.signed_by.is_empty()
         && !satisfied(decl, &found)
         && let Ok(fetched) = fetch(manifest, reference, true).await

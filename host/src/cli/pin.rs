@@ -48,7 +48,8 @@ pub(super) async fn pin(args: &PinArgs) -> anyhow::Result<()> {
                 table["sha256"] = toml_edit::value(actual.to_string());
             }
             ComponentSource::Oci(reference) => {
-                if reference.tag.is_none() {
+                // A digest pins it already (a tag beside it is only a label).
+                if reference.digest.is_some() {
                     continue;
                 }
                 let (registry, _) = super::registry::connect(reference, Some(&manifest), false)?;

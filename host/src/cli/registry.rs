@@ -173,22 +173,35 @@ pub(super) fn keygen(prefix: &Path, algorithm: Algorithm) -> anyhow::Result<()> 
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let key = SecretKey::generate(algorithm);
-    let private = prefix.with_extension("key");
-    let public = prefix.with_extension("pub");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&private)
-        .with_context(|| {
-            format!(
-                "creating {} (an existing key is never overwritten)",
-                private.display()
-            )
-        })?;
-    file.write_all(key.to_pem().as_bytes())?;
-    std::fs::write(&public, key.public().to_pem())
-        .with_context(|| format!("writing {}", public.display()))?;
+    let with = |extension: &str| {
+        let mut name = prefix.as_os_str().to_os_string();
+        name.push(extension);
+        PathBuf::from(name)
+    };
+    let (private, public) = (with(".key"), with(".pub"));
+    // Neither file is ever overwritten: a trusted public key replaced in
+    // place would quietly change what a manifest trusts.
+    let create = |path: &Path, mode: u32| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)
+            .with_context(|| {
+                format!(
+                    "creating {} (an existing key is never overwritten)",
+                    path.display()
+                )
+            })
+    };
+    if public.exists() {
+        bail!(
+            "{} exists; an existing key is never overwritten",
+            public.display()
+        );
+    }
+    create(&private, 0o600)?.write_all(key.to_pem().as_bytes())?;
+    create(&public, 0o644)?.write_all(key.public().to_pem().as_bytes())?;
     println!(
         "{} key {}\n  private: {} (keep it secret)\n  public:  {} (name it in [[trust]])",
         key.public().algorithm(),

@@ -457,7 +457,9 @@ impl Manifest {
             let entry = entry.into_inner();
             let host = entry.host.get_ref();
             let probe = format!("{OCI_SCHEME}{host}/x:x");
-            if OciReference::parse(&probe).is_err() || registries.iter().any(|r| &r.host == host) {
+            if OciReference::parse(&probe).is_err()
+                || registries.iter().any(|r| r.host.eq_ignore_ascii_case(host))
+            {
                 return Err(at.error(
                     Some(entry.host.span()),
                     format!("[[registry]] host {host:?} is repeated or not a host[:port]"),
@@ -618,7 +620,7 @@ impl Manifest {
     pub fn registry(&self, host: &str) -> RegistryDecl {
         self.registries
             .iter()
-            .find(|r| r.host == host)
+            .find(|r| r.host.eq_ignore_ascii_case(host))
             .cloned()
             .unwrap_or(RegistryDecl {
                 host: host.to_string(),

@@ -49,22 +49,33 @@ impl OciCache {
         }
     }
 
-    /// Keeps `artifact` (already verified), replacing the entry whole.
+    /// Keeps `artifact` (already verified). The entry is written under a
+    /// name of its own, then put in place with renames, so a reader finds
+    /// the old entry, the new one or none, never a half-written one (and a
+    /// reader finding none pulls it again).
     pub fn put(&self, artifact: &Artifact) -> std::io::Result<()> {
         create_private_dir(&self.dir)?;
         let entry = self.entry(artifact.digest);
-        let staging = self
-            .dir
-            .join(format!(".{}.{}", artifact.digest, std::process::id()));
-        let _ = std::fs::remove_dir_all(&staging);
+        let staging = self.dir.join(format!(".new-{}", uuid::Uuid::new_v4()));
         create_private_dir(&staging)?;
-        std::fs::write(staging.join(MANIFEST), &artifact.manifest)?;
-        std::fs::write(staging.join(COMPONENT), &artifact.component)?;
-        if let Ok(signatures) = std::fs::read(entry.join(SIGNATURES)) {
-            std::fs::write(staging.join(SIGNATURES), signatures)?;
+        let written = (|| {
+            std::fs::write(staging.join(MANIFEST), &artifact.manifest)?;
+            std::fs::write(staging.join(COMPONENT), &artifact.component)?;
+            if let Ok(signatures) = std::fs::read(entry.join(SIGNATURES)) {
+                std::fs::write(staging.join(SIGNATURES), signatures)?;
+            }
+            let aside = self.dir.join(format!(".old-{}", uuid::Uuid::new_v4()));
+            let moved = std::fs::rename(&entry, &aside).is_ok();
+            std::fs::rename(&staging, &entry)?;
+            if moved {
+                let _ = std::fs::remove_dir_all(&aside);
+            }
+            Ok(())
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_dir_all(&staging);
         }
-        let _ = std::fs::remove_dir_all(&entry);
-        std::fs::rename(&staging, &entry)
+        written
     }
 
     /// The bundles last seen in the registry for `digest`.
@@ -84,7 +95,7 @@ impl OciCache {
         if !entry.is_dir() {
             return Ok(());
         }
-        let staging = entry.join(format!(".{SIGNATURES}.{}", std::process::id()));
+        let staging = entry.join(format!(".{SIGNATURES}.{}", uuid::Uuid::new_v4()));
         let mut file = std::fs::File::create(&staging)?;
         for bundle in bundles {
             writeln!(file, "{}", bundle.to_json())?;

@@ -160,7 +160,7 @@ impl Artifact {
                 layer.media_type
             )));
         }
-        if !layer.digest.starts_with("sha256:") || layer.size > MAX_COMPONENT_BYTES {
+        if parse_digest(&layer.digest).is_none() || layer.size > MAX_COMPONENT_BYTES {
             return Err(not(format!(
                 "layer {:?} of {} bytes (sha256 digests up to {MAX_COMPONENT_BYTES} bytes are accepted)",
                 layer.digest, layer.size
@@ -202,6 +202,46 @@ impl Artifact {
     }
 }
 
+/// What a registry said, for a log line or a refusal: at most 300
+/// characters, hidden characters escaped (a registry's error body is
+/// anything it likes).
+fn shown(message: &str) -> String {
+    let cut: String = message.chars().take(300).collect();
+    let more = if cut.len() < message.len() {
+        " …"
+    } else {
+        ""
+    };
+    format!("{}{more}", crate::text::visible(&cut))
+}
+
+/// Whether the registry said the thing asked for does not exist.
+fn is_not_found(error: &oci_client::errors::OciDistributionError) -> bool {
+    use oci_client::errors::{OciDistributionError as E, OciErrorCode};
+    match error {
+        E::ImageManifestNotFoundError(_) => true,
+        E::ServerError { code, .. } => *code == 404,
+        E::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown
+            )
+        }),
+        _ => false,
+    }
+}
+
+/// `sha256:<64 hex>` as a digest; anything else is refused before it is
+/// put in a URL.
+fn parse_digest(text: &str) -> Option<Sha256Digest> {
+    text.strip_prefix("sha256:")
+        .and_then(|hex| Sha256Digest::try_from(hex.to_string()).ok())
+}
+
+/// The longest a whole fetch (manifest, component, signatures) may take: a
+/// registry that sends slowly cannot hold the host's start-up forever.
+pub const FETCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Makes ring the process's rustls crypto provider, if none is yet: the
 /// registry client (reqwest, built without a provider of its own so that
 /// the host carries one TLS implementation) needs a process-wide one.
@@ -241,7 +281,7 @@ impl Registry {
     ) -> impl Fn(oci_client::errors::OciDistributionError) -> RegistryError + '_ {
         move |e| RegistryError::Transport {
             reference: reference.to_string(),
-            message: e.to_string(),
+            message: shown(&e.to_string()),
         }
     }
 
@@ -271,13 +311,13 @@ impl Registry {
             .fetch_manifest_digest(&Registry::oci(reference), &self.auth)
             .await
             .map_err(Registry::failed(reference))?;
-        digest
-            .strip_prefix("sha256:")
-            .and_then(|hex| Sha256Digest::try_from(hex.to_string()).ok())
-            .ok_or_else(|| RegistryError::Refused {
-                reference: reference.to_string(),
-                why: format!("the registry answered digest {digest:?}, not a sha256 digest"),
-            })
+        parse_digest(&digest).ok_or_else(|| RegistryError::Refused {
+            reference: reference.to_string(),
+            why: format!(
+                "the registry answered digest {:?}, not a sha256 digest",
+                shown(&digest)
+            ),
+        })
     }
 
     /// Pulls the artifact `reference` pins by digest, checking every byte.
@@ -426,9 +466,7 @@ impl Registry {
         reference: &OciReference,
         digest: &str,
     ) -> Result<Bundle, RegistryError> {
-        let at = digest
-            .strip_prefix("sha256:")
-            .and_then(|hex| Sha256Digest::try_from(hex.to_string()).ok())
+        let at = parse_digest(digest)
             .map(|d| reference.pinned(d))
             .ok_or_else(|| RegistryError::Refused {
                 reference: reference.to_string(),
@@ -449,7 +487,7 @@ impl Registry {
         let layer = parsed
             .layers
             .iter()
-            .find(|l| l.media_type == BUNDLE_MEDIA_TYPE)
+            .find(|l| l.media_type == BUNDLE_MEDIA_TYPE && parse_digest(&l.digest).is_some())
             .ok_or_else(|| RegistryError::Refused {
                 reference: at.to_string(),
                 why: "the referrer has no signature bundle layer".into(),
@@ -591,12 +629,23 @@ impl Registry {
             digest: None,
             ..subject.clone()
         };
-        let mut entries: Vec<serde_json::Value> = match self.manifest(&tag, OCI_INDEX).await {
-            Ok(bytes) => serde_json::from_slice::<serde_json::Value>(&bytes)
+        // Only a missing index starts a new one: rewriting an index that
+        // could not be read would drop other signers' referrers.
+        let listed_now = self
+            .client
+            .pull_manifest_raw(&Registry::oci(&tag), &self.auth, &[OCI_INDEX])
+            .await;
+        let mut entries: Vec<serde_json::Value> = match listed_now {
+            Ok((bytes, _)) => serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()
                 .and_then(|v| v.get("manifests").and_then(|m| m.as_array()).cloned())
-                .unwrap_or_default(),
-            Err(_) => Vec::new(),
+                .ok_or_else(|| RegistryError::Refused {
+                    reference: tag.to_string(),
+                    why: "the referrers index is not an OCI image index; it was left as it is"
+                        .into(),
+                })?,
+            Err(e) if is_not_found(&e) => Vec::new(),
+            Err(e) => return Err(Registry::failed(&tag)(e)),
         };
         let listed = format!("sha256:{referrer}");
         entries.retain(|e| e.get("digest").and_then(|d| d.as_str()) != Some(listed.as_str()));
@@ -625,9 +674,12 @@ pub struct Fetched {
     pub pulled: bool,
 }
 
-/// Fetches what `reference` pins through `cache`. `fresh_signatures`: ask
-/// the registry for signatures even when the cache holds the artifact (a
-/// required signer was not found among the cached ones).
+/// Fetches what `reference` pins through `cache`, within
+/// [`FETCH_DEADLINE`]. `fresh_signatures`: ask the registry for signatures
+/// even when the cache holds the artifact (a required signer was not found
+/// among the cached ones). Signatures that cannot be listed are a warning,
+/// not an error: a plugin that requires none still loads, and one that
+/// does is refused for want of them.
 pub async fn fetch(
     reference: &OciReference,
     cache: &OciCache,
@@ -640,7 +692,14 @@ pub async fn fetch(
             why: "pinned by tag only, which can move; run `toolhost pin` to resolve it to a digest, review it, and pin that".into(),
         });
     };
-    if !fresh_signatures && let Some(artifact) = cache.get(&reference.to_string(), digest) {
+    let cached = {
+        let (cache, shown) = (cache.clone(), reference.to_string());
+        tokio::task::spawn_blocking(move || cache.get(&shown, digest))
+            .await
+            .ok()
+            .flatten()
+    };
+    if !fresh_signatures && let Some(artifact) = cached {
         return Ok(Fetched {
             component: artifact.component,
             signatures: cache.signatures(digest),
@@ -648,25 +707,48 @@ pub async fn fetch(
         });
     }
     let registry = Registry::new(reference, access()?);
-    let component = match cache.get(&reference.to_string(), digest) {
-        Some(artifact) => artifact.component,
-        None => {
-            let artifact = registry.pull(reference).await?;
-            if let Err(e) = cache.put(&artifact) {
-                tracing::warn!(%reference, "could not cache the component: {e}");
+    let work = async {
+        let component = match cached {
+            Some(artifact) => artifact.component,
+            None => {
+                let artifact = registry.pull(reference).await?;
+                let (cache, kept) = (cache.clone(), artifact.clone());
+                let stored = tokio::task::spawn_blocking(move || cache.put(&kept)).await;
+                if let Ok(Err(e)) = stored {
+                    tracing::warn!(%reference, "could not cache the component: {e}");
+                }
+                artifact.component
             }
-            artifact.component
-        }
+        };
+        let signatures = match registry.signatures(reference).await {
+            Ok(signatures) => {
+                if let Err(e) = cache.put_signatures(digest, &signatures) {
+                    tracing::warn!(%reference, "could not cache its signatures: {e}");
+                }
+                signatures
+            }
+            Err(e) => {
+                tracing::warn!(%reference, "its signatures could not be listed: {e}");
+                cache.signatures(digest)
+            }
+        };
+        Ok(Fetched {
+            component,
+            signatures,
+            pulled: true,
+        })
     };
-    let signatures = registry.signatures(reference).await?;
-    if let Err(e) = cache.put_signatures(digest, &signatures) {
-        tracing::warn!(%reference, "could not cache its signatures: {e}");
-    }
-    Ok(Fetched {
-        component,
-        signatures,
-        pulled: true,
-    })
+    tokio::time::timeout(FETCH_DEADLINE, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(RegistryError::Refused {
+                reference: reference.to_string(),
+                why: format!(
+                    "the registry did not deliver within {} s",
+                    FETCH_DEADLINE.as_secs()
+                ),
+            })
+        })
 }
 
 #[cfg(test)]
