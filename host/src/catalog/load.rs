@@ -16,7 +16,10 @@ use crate::manifest::{
     ToolName, Vetted,
 };
 use crate::queue::CallQueue;
-use crate::sandbox::{Interfaces, Origin, PluginShared, PreparedPlugin, Sandbox, ToolSpec};
+use crate::sandbox::{
+    Described, DescribedTool, FileStamp, Interfaces, Origin, PluginShared, PreparedPlugin, Sandbox,
+    ToolSpec,
+};
 use crate::store::Store;
 
 /// A plugin that will not be served, and why.
@@ -332,9 +335,6 @@ async fn vet(
             Network::closed().gate(&closed)?
         }
     });
-    let component = super::source::read(manifest, decl).await?;
-    let actual = component.digest;
-
     let shared = Arc::new(PluginShared {
         name: decl.name.clone(),
         config: decl.config.clone(),
@@ -343,8 +343,61 @@ async fn vet(
         gate,
         files,
     });
-    let (prepared, origin, interfaces, specs) =
-        prepare_and_describe(sandbox, component.bytes, actual, shared).await?;
+    let (prepared, origin, interfaces, specs, actual, signers) =
+        match described_before(decl, sandbox) {
+            Some((pin, path, described)) => {
+                // Served from what it offered last time; its code is mapped
+                // at its first call, re-read from the file only if the cache
+                // lost it (and then held to the pin again).
+                let source: Arc<dyn Fn() -> Result<Vec<u8>, String> + Send + Sync> =
+                    Arc::new(move || {
+                        std::fs::read(&path)
+                            .map_err(|e| format!("cannot read component {}: {e}", path.display()))
+                    });
+                let prepared = sandbox.prepare_lazily(pin, source, shared);
+                let interfaces = Interfaces {
+                    imports: described.imports,
+                    exports: described.exports,
+                };
+                let specs = described.tools.into_iter().map(spec_of).collect();
+                (
+                    prepared,
+                    Origin::Described,
+                    interfaces,
+                    specs,
+                    pin,
+                    Vec::new(),
+                )
+            }
+            None => {
+                // Stamped before the read: a write after it changes the stamp.
+                let stamp = match &decl.component {
+                    ComponentSource::File(path) => FileStamp::of(path).ok(),
+                    ComponentSource::Oci(_) => None,
+                };
+                let component = super::source::read(manifest, decl).await?;
+                let actual = component.digest;
+                let (prepared, origin, interfaces, specs) =
+                    prepare_and_describe(sandbox, component.bytes, actual, shared).await?;
+                if let Some(source) = stamp {
+                    let described = Described {
+                        source,
+                        imports: interfaces.imports.clone(),
+                        exports: interfaces.exports.clone(),
+                        tools: specs.iter().map(described_tool).collect(),
+                    };
+                    sandbox.keep_described(&actual, &decl.config, &described);
+                }
+                (
+                    prepared,
+                    origin,
+                    interfaces,
+                    specs,
+                    actual,
+                    component.signers,
+                )
+            }
+        };
     let tools = match_declaration(decl, specs)?;
     refuse_hidden_text(&tools)?;
     let vetted = Vetted {
@@ -352,7 +405,7 @@ async fn vet(
         imports: interfaces.imports,
         exports: interfaces.exports,
         grants: Grants::of(decl, &manifest.base),
-        signers: component.signers,
+        signers,
         tool: tools
             .iter()
             .map(|t| {
@@ -373,6 +426,45 @@ async fn vet(
         Some(Some(locked)) => refuse_unvetted(&decl.name, locked, &vetted)?,
     }
     Ok((prepared, origin, tools, vetted))
+}
+
+/// A plugin that can start from what its component offered last time: a
+/// component file with a pin and no signatures to check, unchanged since
+/// (by its stamp), whose compiled code and description the cache holds for
+/// this config. Every other plugin is read, compiled and described.
+fn described_before(
+    decl: &PluginDecl,
+    sandbox: &Sandbox,
+) -> Option<(Sha256Digest, PathBuf, Described)> {
+    let (ComponentSource::File(path), Some(pin)) = (&decl.component, decl.sha256) else {
+        return None;
+    };
+    if !decl.signed_by.is_empty() || crate::signing::sig_path(path).exists() || !sandbox.holds(&pin)
+    {
+        return None;
+    }
+    let described = sandbox.described(&pin, &decl.config)?;
+    (FileStamp::of(path).ok()? == described.source).then(|| (pin, path.clone(), described))
+}
+
+fn described_tool(spec: &ToolSpec) -> DescribedTool {
+    DescribedTool {
+        name: spec.name.clone(),
+        title: spec.title.clone(),
+        description: spec.description.clone(),
+        input_schema: spec.input_schema.clone(),
+        output_schema: spec.output_schema.clone(),
+    }
+}
+
+fn spec_of(tool: DescribedTool) -> ToolSpec {
+    ToolSpec {
+        name: tool.name,
+        title: tool.title,
+        description: tool.description,
+        input_schema: tool.input_schema,
+        output_schema: tool.output_schema,
+    }
 }
 
 /// The lock's file name, for messages.

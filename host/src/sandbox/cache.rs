@@ -50,6 +50,58 @@ pub struct ComponentCache {
 pub enum Origin {
     Cache,
     Compiled,
+    /// What it offers came from the cache; its code is mapped at its first
+    /// call.
+    Described,
+}
+
+/// What a component offered when it was last loaded with a given config,
+/// kept beside its compiled code so that a later start serves `tools/list`
+/// without mapping the code or running the component.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Described {
+    /// The component file as it was when it was read and found to match its
+    /// pin: a start that finds the file otherwise reads it again.
+    pub source: FileStamp,
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+    pub tools: Vec<DescribedTool>,
+}
+
+/// A component file's identity short of its bytes: any write to it changes
+/// its `ctime`, which no user can set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub len: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+}
+
+impl FileStamp {
+    pub fn of(path: &Path) -> std::io::Result<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::metadata(path)?;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Ok(FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime_ns: ns(m.mtime(), m.mtime_nsec()),
+            ctime_ns: ns(m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
+/// One tool of [`Described`] (a `tool-spec` of the contract).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DescribedTool {
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    pub input_schema: String,
+    pub output_schema: Option<String>,
 }
 
 impl ComponentCache {
@@ -109,6 +161,70 @@ impl ComponentCache {
         #[allow(unsafe_code)]
         let component = unsafe { Component::deserialize(engine, &code)? };
         Ok((component, Origin::Compiled))
+    }
+
+    /// The cached component for `digest`, if a verified entry exists: no
+    /// compiling, and no need of the component's bytes.
+    pub fn load_cached(&self, engine: &Engine, digest: &Sha256Digest) -> Option<Component> {
+        let key = entry_key(engine, digest);
+        let code_path = self.dir.join(format!("{key}.cwasm"));
+        let seal_path = self.dir.join(format!("{key}.sha256"));
+        self.load(engine, &code_path, &seal_path)
+    }
+
+    /// Whether an entry for `digest` is there (it is verified when loaded).
+    pub fn holds(&self, engine: &Engine, digest: &Sha256Digest) -> bool {
+        let key = entry_key(engine, digest);
+        self.dir.join(format!("{key}.cwasm")).is_file()
+            && self.dir.join(format!("{key}.sha256")).is_file()
+    }
+
+    /// What the component `digest` offered with `config`, if kept.
+    pub fn described(
+        &self,
+        engine: &Engine,
+        digest: &Sha256Digest,
+        config: &std::collections::BTreeMap<String, String>,
+    ) -> Option<Described> {
+        let path = self.described_path(engine, digest, config);
+        let text = fs::read(path).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Keeps what the component `digest` offered with `config`.
+    pub fn keep_described(
+        &self,
+        engine: &Engine,
+        digest: &Sha256Digest,
+        config: &std::collections::BTreeMap<String, String>,
+        described: &Described,
+    ) {
+        let path = self.described_path(engine, digest, config);
+        let json = serde_json::to_vec(described).expect("a description serialises");
+        if let Err(e) = write_private(&path, &json) {
+            tracing::warn!(
+                "cannot keep what a component described in {}: {e}",
+                self.dir.display()
+            );
+        }
+    }
+
+    /// Keyed by the code's entry and the config, the only input the
+    /// contract gives `describe()`.
+    fn described_path(
+        &self,
+        engine: &Engine,
+        digest: &Sha256Digest,
+        config: &std::collections::BTreeMap<String, String>,
+    ) -> PathBuf {
+        let mut hasher = ShaHasher(Sha256::new());
+        entry_key(engine, digest).hash(&mut hasher);
+        config.hash(&mut hasher);
+        "described-v1".hash(&mut hasher);
+        self.dir.join(format!(
+            "{}.described.json",
+            hex::encode(hasher.0.finalize())
+        ))
     }
 
     fn load(&self, engine: &Engine, code_path: &Path, seal_path: &Path) -> Option<Component> {

@@ -9,7 +9,7 @@ mod cache;
 mod state;
 
 pub use bindings::{CallContext, ToolError, ToolSpec};
-pub use cache::{CacheError, ComponentCache, Origin};
+pub use cache::{CacheError, ComponentCache, Described, DescribedTool, FileStamp, Origin};
 pub use state::PluginShared;
 
 use std::collections::HashMap;
@@ -197,13 +197,75 @@ impl Sandbox {
             .map_err(load_error)?;
         let prepared = PreparedPlugin {
             engine: self.engine.clone(),
-            pre,
+            pre: tokio::sync::OnceCell::new_with(Some(pre)),
+            loader: None,
             shared,
             fuel: self.fuel,
         };
         Ok((prepared, origin))
     }
+
+    /// A plugin whose code is mapped (and pre-linked) at its first
+    /// instance: from the cache by `digest`, or, if the entry is gone or
+    /// damaged by then, compiled from what `source` reads, which must still
+    /// have that digest.
+    pub fn prepare_lazily(
+        &self,
+        digest: Sha256Digest,
+        source: Arc<dyn Fn() -> Result<Vec<u8>, String> + Send + Sync>,
+        shared: Arc<PluginShared>,
+    ) -> PreparedPlugin {
+        let sandbox = self.clone();
+        let loader: Loader = Arc::new(move || {
+            let load_error = |e: wasmtime::Error| SandboxError::Load(format!("{e:#}"));
+            let (component, _) = sandbox.compile_lazily(&digest, &*source)?;
+            sandbox
+                .linker
+                .instantiate_pre(&component)
+                .and_then(PluginPre::new)
+                .map_err(load_error)
+        });
+        PreparedPlugin {
+            engine: self.engine.clone(),
+            pre: tokio::sync::OnceCell::new(),
+            loader: Some(loader),
+            shared,
+            fuel: self.fuel,
+        }
+    }
+
+    /// Whether the cache holds compiled code for `digest`.
+    pub fn holds(&self, digest: &Sha256Digest) -> bool {
+        self.cache
+            .as_ref()
+            .is_some_and(|c| c.holds(&self.engine, digest))
+    }
+
+    /// What the component `digest` offered with `config`, if the cache kept it.
+    pub fn described(
+        &self,
+        digest: &Sha256Digest,
+        config: &std::collections::BTreeMap<String, String>,
+    ) -> Option<Described> {
+        self.cache.as_ref()?.described(&self.engine, digest, config)
+    }
+
+    /// Keeps what the component `digest` offered with `config` (if there is
+    /// a cache).
+    pub fn keep_described(
+        &self,
+        digest: &Sha256Digest,
+        config: &std::collections::BTreeMap<String, String>,
+        described: &Described,
+    ) {
+        if let Some(cache) = &self.cache {
+            cache.keep_described(&self.engine, digest, config, described);
+        }
+    }
 }
+
+/// Maps and pre-links a lazily prepared plugin's code.
+type Loader = Arc<dyn Fn() -> Result<PluginPre<PluginState>, SandboxError> + Send + Sync>;
 
 /// The interfaces a component imports and exports, by name
 /// (`wasi:cli/environment@0.2.6`, `toolhost:plugin/tools@0.2.0`, …).
@@ -238,6 +300,45 @@ impl Sandbox {
         .map_err(SandboxError::Load)
     }
 
+    /// As [`Sandbox::compile`], reading the component's bytes only when the
+    /// cache cannot supply its code.
+    fn compile_lazily(
+        &self,
+        digest: &Sha256Digest,
+        source: &(dyn Fn() -> Result<Vec<u8>, String> + Send + Sync),
+    ) -> Result<(Component, Origin), SandboxError> {
+        let cell = self
+            .compiled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(*digest)
+            .or_default()
+            .clone();
+        cell.get_or_init(|| {
+            if let Some(component) = self
+                .cache
+                .as_ref()
+                .and_then(|c| c.load_cached(&self.engine, digest))
+            {
+                return Ok((component, Origin::Cache));
+            }
+            let bytes = source()?;
+            let actual = Sha256Digest::of(&bytes);
+            if actual != *digest {
+                return Err(format!(
+                    "the component file now has sha256 {actual}, not the pinned {digest} it had at start; restart the host to load what is there (and vet it)"
+                ));
+            }
+            match &self.cache {
+                Some(cache) => cache.load_or_compile(&self.engine, &bytes, digest),
+                None => Component::new(&self.engine, &bytes).map(|c| (c, Origin::Compiled)),
+            }
+            .map_err(|e| format!("{e:#}"))
+        })
+        .clone()
+        .map_err(SandboxError::Load)
+    }
+
     /// Compiles `bytes` (once: a later [`Sandbox::prepare`] of the same
     /// digest reuses it) and lists what the component imports and exports,
     /// without linking or running it. CPU-heavy: run it off the async
@@ -262,10 +363,13 @@ impl Sandbox {
     }
 }
 
-/// A compiled, pre-linked plugin, ready to instantiate.
+/// A compiled, pre-linked plugin, ready to instantiate; or one whose code
+/// is mapped and pre-linked when its first instance is asked for.
 pub struct PreparedPlugin {
     engine: Engine,
-    pre: PluginPre<PluginState>,
+    pre: tokio::sync::OnceCell<PluginPre<PluginState>>,
+    /// Set when `pre` is filled on first use.
+    loader: Option<Loader>,
     shared: Arc<PluginShared>,
     fuel: bool,
 }
@@ -276,8 +380,27 @@ impl PreparedPlugin {
         &self.shared
     }
 
+    /// The pre-linked component, mapped on first use off the async runtime
+    /// (callers of a plugin whose code is not mapped yet wait for one load).
+    async fn pre(&self) -> Result<&PluginPre<PluginState>, SandboxError> {
+        self.pre
+            .get_or_try_init(|| async {
+                let loader = self
+                    .loader
+                    .clone()
+                    .expect("a plugin prepared without its code has a loader");
+                tokio::task::spawn_blocking(move || loader())
+                    .await
+                    .map_err(|e| {
+                        SandboxError::Load(format!("loading the component panicked: {e}"))
+                    })?
+            })
+            .await
+    }
+
     /// Makes a fresh instance with its own memory and state.
     pub async fn instantiate(&self) -> Result<PluginInstance, SandboxError> {
+        let pre = self.pre().await?;
         let mut state = PluginState::new(self.shared.clone()).map_err(SandboxError::Load)?;
         state.fuel_metered = self.fuel;
         let mut store = Store::new(&self.engine, state);
@@ -302,8 +425,7 @@ impl PreparedPlugin {
             .begin_call(Instant::now() + limits.call_timeout);
         store.set_epoch_deadline(1);
         refuel(&mut store)?;
-        let bindings = self
-            .pre
+        let bindings = pre
             .instantiate_async(&mut store)
             .await
             .map_err(|e| classify(e, store.data(), limits.call_timeout))?;

@@ -13,13 +13,39 @@ fn start_once(m: &TestManifest) -> String {
     out.stderr
 }
 
-#[test]
-fn a_restart_loads_compiled_components_from_the_cache() {
+/// Runs `toolhost call TOOL` on `m`: its stdout and its log.
+fn call_once(m: &TestManifest, tool: &str) -> (String, String) {
+    let out = toolhost()
+        .env("TOOLHOST_LOG", "info")
+        .args(["call", tool, "--manifest"])
+        .arg(&m.path)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{log}");
+    (String::from_utf8(out.stdout).unwrap(), log)
+}
+
+#[tokio::test]
+async fn a_restart_serves_from_the_cache_and_maps_code_at_the_first_call() {
     let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
     let cold = start_once(&m);
     assert_eq!(cold.matches("origin=Compiled").count(), 2, "{cold}");
+    // The next start takes what each plugin offered from the cache: no
+    // component is read, compiled, mapped or run before its first call.
     let warm = start_once(&m);
-    assert_eq!(warm.matches("origin=Cache").count(), 2, "{warm}");
+    assert_eq!(warm.matches("origin=Described").count(), 2, "{warm}");
+    let (result, _) = call_once(&m, "helpdesk_ticket_list");
+    assert!(result.contains("T-"), "{result}");
+    let client = stdio(&m, &[]).await;
+    let echo = call(
+        &client,
+        "fixture_echo_get",
+        serde_json::json!({"text": "mapped"}),
+    )
+    .await;
+    assert_eq!(echo.is_error, Some(false), "{echo:?}");
+    client.cancel().await.unwrap();
 
     let dir = m.path.parent().unwrap().join(".toolhost/cache/components");
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
@@ -28,7 +54,11 @@ fn a_restart_loads_compiled_components_from_the_cache() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(entries.len(), 4, "code and seal per component: {entries:?}");
+    assert_eq!(
+        entries.len(),
+        6,
+        "code, seal and description per component: {entries:?}"
+    );
     for entry in entries {
         let mode = std::fs::metadata(&entry).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{}", entry.display());
@@ -50,11 +80,39 @@ fn a_changed_cache_entry_is_recompiled_not_loaded() {
     bytes[middle] ^= 0xff;
     std::fs::write(&code, &bytes).unwrap();
 
-    let log = start_once(&m);
+    // Found at the first call, which compiles the component afresh.
+    let (result, log) = call_once(&m, "helpdesk_ticket_list");
     assert!(log.contains("does not match its recorded digest"), "{log}");
-    assert!(log.contains("origin=Compiled"), "{log}");
-    // The entry was rewritten, so the next start uses it again.
+    assert!(result.contains("T-"), "{result}");
+    // The entry was rewritten, so the next call uses it again.
+    let (_, log) = call_once(&m, "helpdesk_ticket_list");
+    assert!(!log.contains("does not match"), "{log}");
+}
+
+#[test]
+fn a_component_file_changed_after_a_start_is_read_again_and_held_to_its_pin() {
+    // A copy, so the shared build is not touched.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("helpdesk.wasm");
+    std::fs::copy(wasm("helpdesk"), &file).unwrap();
+    let mut entry = PluginEntry::helpdesk();
+    entry.component = file.clone();
+    let m = manifest(vec![entry]);
+    start_once(&m);
+    assert!(start_once(&m).contains("origin=Described"));
+    // Another component in its place: the stamp differs, so the file is
+    // read, and refused for its digest.
+    std::fs::copy(wasm("fixture"), &file).unwrap();
+    let out = start_and_exit(&m, &[]);
+    assert!(
+        out.stderr.contains("but the manifest pins"),
+        "{}",
+        out.stderr
+    );
+    // The same bytes written again (a rebuild): read, match, described anew.
+    std::fs::copy(wasm("helpdesk"), &file).unwrap();
     assert!(start_once(&m).contains("origin=Cache"));
+    assert!(start_once(&m).contains("origin=Described"));
 }
 
 #[test]
