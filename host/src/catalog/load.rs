@@ -343,61 +343,67 @@ async fn vet(
         gate,
         files,
     });
-    let (prepared, origin, interfaces, specs, actual, signers) =
-        match described_before(decl, sandbox) {
-            Some((pin, path, described)) => {
-                // Served from what it offered last time; its code is mapped
-                // at its first call, re-read from the file only if the cache
-                // lost it (and then held to the pin again).
-                let source: Arc<dyn Fn() -> Result<Vec<u8>, String> + Send + Sync> =
-                    Arc::new(move || {
-                        std::fs::read(&path)
-                            .map_err(|e| format!("cannot read component {}: {e}", path.display()))
-                    });
-                let prepared = sandbox.prepare_lazily(pin, source, shared);
-                let interfaces = Interfaces {
-                    imports: described.imports,
-                    exports: described.exports,
+    // Only serving starts lazily: `vet` and `lint` read, hash and run
+    // every component, since what they report is a decision.
+    let context = lazy_context(decl);
+    let described = match (&context, network) {
+        (Some(context), Some(_)) => described_before(decl, sandbox, context),
+        _ => None,
+    };
+    let (prepared, origin, interfaces, specs, actual, signers) = match described {
+        Some((pin, path, described)) => {
+            // Served from what it offered last time; its code is mapped
+            // at its first call, re-read from the file only if the cache
+            // lost it (and then held to the pin again).
+            let source: Arc<dyn Fn() -> Result<Vec<u8>, String> + Send + Sync> =
+                Arc::new(move || {
+                    std::fs::read(&path)
+                        .map_err(|e| format!("cannot read component {}: {e}", path.display()))
+                });
+            let prepared = sandbox.prepare_lazily(pin, source, shared);
+            let interfaces = Interfaces {
+                imports: described.imports,
+                exports: described.exports,
+            };
+            let specs = described.tools.into_iter().map(spec_of).collect();
+            (
+                prepared,
+                Origin::Described,
+                interfaces,
+                specs,
+                pin,
+                Vec::new(),
+            )
+        }
+        None => {
+            // Stamped before the read: a write after it changes the stamp.
+            let stamp = match &decl.component {
+                ComponentSource::File(path) => FileStamp::of(path).ok(),
+                ComponentSource::Oci(_) => None,
+            };
+            let component = super::source::read(manifest, decl).await?;
+            let actual = component.digest;
+            let (prepared, origin, interfaces, specs) =
+                prepare_and_describe(sandbox, component.bytes, actual, shared).await?;
+            if let (Some(source), Some(context)) = (stamp, &context) {
+                let described = Described {
+                    source,
+                    imports: interfaces.imports.clone(),
+                    exports: interfaces.exports.clone(),
+                    tools: specs.iter().map(described_tool).collect(),
                 };
-                let specs = described.tools.into_iter().map(spec_of).collect();
-                (
-                    prepared,
-                    Origin::Described,
-                    interfaces,
-                    specs,
-                    pin,
-                    Vec::new(),
-                )
+                sandbox.keep_described(&actual, context, &described);
             }
-            None => {
-                // Stamped before the read: a write after it changes the stamp.
-                let stamp = match &decl.component {
-                    ComponentSource::File(path) => FileStamp::of(path).ok(),
-                    ComponentSource::Oci(_) => None,
-                };
-                let component = super::source::read(manifest, decl).await?;
-                let actual = component.digest;
-                let (prepared, origin, interfaces, specs) =
-                    prepare_and_describe(sandbox, component.bytes, actual, shared).await?;
-                if let Some(source) = stamp {
-                    let described = Described {
-                        source,
-                        imports: interfaces.imports.clone(),
-                        exports: interfaces.exports.clone(),
-                        tools: specs.iter().map(described_tool).collect(),
-                    };
-                    sandbox.keep_described(&actual, &decl.config, &described);
-                }
-                (
-                    prepared,
-                    origin,
-                    interfaces,
-                    specs,
-                    actual,
-                    component.signers,
-                )
-            }
-        };
+            (
+                prepared,
+                origin,
+                interfaces,
+                specs,
+                actual,
+                component.signers,
+            )
+        }
+    };
     let tools = match_declaration(decl, specs)?;
     refuse_hidden_text(&tools)?;
     let vetted = Vetted {
@@ -428,22 +434,44 @@ async fn vet(
     Ok((prepared, origin, tools, vetted))
 }
 
-/// A plugin that can start from what its component offered last time: a
-/// component file with a pin and no signatures to check, unchanged since
-/// (by its stamp), whose compiled code and description the cache holds for
-/// this config. Every other plugin is read, compiled and described.
+/// What a lazily started plugin's description is kept under, beside its
+/// digest: everything of its declaration that could change what
+/// `describe()` returns or whether it runs at all (its name, which scopes
+/// its state, the file, config, limits and directories). `None` for a
+/// plugin that is never started lazily: one from a registry, without a
+/// pin, or with signatures to check on its bytes.
+fn lazy_context(decl: &PluginDecl) -> Option<String> {
+    let (ComponentSource::File(path), Some(_)) = (&decl.component, decl.sha256) else {
+        return None;
+    };
+    if !decl.signed_by.is_empty() || crate::signing::sig_path(path).exists() {
+        return None;
+    }
+    Some(format!(
+        "{}\n{}\n{:?}\n{:?}\n{:?}",
+        decl.name,
+        std::fs::canonicalize(path).ok()?.display(),
+        decl.config,
+        decl.limits,
+        decl.files
+    ))
+}
+
+/// What the plugin's component offered last time in the same `context`,
+/// if the cache holds it with its compiled code and the file is unchanged
+/// since (by its stamp).
 fn described_before(
     decl: &PluginDecl,
     sandbox: &Sandbox,
+    context: &str,
 ) -> Option<(Sha256Digest, PathBuf, Described)> {
     let (ComponentSource::File(path), Some(pin)) = (&decl.component, decl.sha256) else {
         return None;
     };
-    if !decl.signed_by.is_empty() || crate::signing::sig_path(path).exists() || !sandbox.holds(&pin)
-    {
+    if !sandbox.holds(&pin) {
         return None;
     }
-    let described = sandbox.described(&pin, &decl.config)?;
+    let described = sandbox.described(&pin, context)?;
     (FileStamp::of(path).ok()? == described.source).then(|| (pin, path.clone(), described))
 }
 

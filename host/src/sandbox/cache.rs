@@ -179,27 +179,27 @@ impl ComponentCache {
             && self.dir.join(format!("{key}.sha256")).is_file()
     }
 
-    /// What the component `digest` offered with `config`, if kept.
+    /// What the component `digest` offered in `context`, if kept.
     pub fn described(
         &self,
         engine: &Engine,
         digest: &Sha256Digest,
-        config: &std::collections::BTreeMap<String, String>,
+        context: &str,
     ) -> Option<Described> {
-        let path = self.described_path(engine, digest, config);
+        let path = self.described_path(engine, digest, context);
         let text = fs::read(path).ok()?;
         serde_json::from_slice(&text).ok()
     }
 
-    /// Keeps what the component `digest` offered with `config`.
+    /// Keeps what the component `digest` offered in `context`.
     pub fn keep_described(
         &self,
         engine: &Engine,
         digest: &Sha256Digest,
-        config: &std::collections::BTreeMap<String, String>,
+        context: &str,
         described: &Described,
     ) {
-        let path = self.described_path(engine, digest, config);
+        let path = self.described_path(engine, digest, context);
         let json = serde_json::to_vec(described).expect("a description serialises");
         if let Err(e) = write_private(&path, &json) {
             tracing::warn!(
@@ -209,17 +209,13 @@ impl ComponentCache {
         }
     }
 
-    /// Keyed by the code's entry and the config, the only input the
-    /// contract gives `describe()`.
-    fn described_path(
-        &self,
-        engine: &Engine,
-        digest: &Sha256Digest,
-        config: &std::collections::BTreeMap<String, String>,
-    ) -> PathBuf {
+    /// Keyed by the code's entry and `context`: everything of the plugin's
+    /// declaration that could change what `describe()` returns or whether
+    /// it runs (the caller's to assemble: name, file, config, limits, files).
+    fn described_path(&self, engine: &Engine, digest: &Sha256Digest, context: &str) -> PathBuf {
         let mut hasher = ShaHasher(Sha256::new());
         entry_key(engine, digest).hash(&mut hasher);
-        config.hash(&mut hasher);
+        context.hash(&mut hasher);
         "described-v1".hash(&mut hasher);
         self.dir.join(format!(
             "{}.described.json",

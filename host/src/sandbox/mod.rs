@@ -241,25 +241,18 @@ impl Sandbox {
             .is_some_and(|c| c.holds(&self.engine, digest))
     }
 
-    /// What the component `digest` offered with `config`, if the cache kept it.
-    pub fn described(
-        &self,
-        digest: &Sha256Digest,
-        config: &std::collections::BTreeMap<String, String>,
-    ) -> Option<Described> {
-        self.cache.as_ref()?.described(&self.engine, digest, config)
+    /// What the component `digest` offered in `context`, if the cache kept it.
+    pub fn described(&self, digest: &Sha256Digest, context: &str) -> Option<Described> {
+        self.cache
+            .as_ref()?
+            .described(&self.engine, digest, context)
     }
 
-    /// Keeps what the component `digest` offered with `config` (if there is
+    /// Keeps what the component `digest` offered in `context` (if there is
     /// a cache).
-    pub fn keep_described(
-        &self,
-        digest: &Sha256Digest,
-        config: &std::collections::BTreeMap<String, String>,
-        described: &Described,
-    ) {
+    pub fn keep_described(&self, digest: &Sha256Digest, context: &str, described: &Described) {
         if let Some(cache) = &self.cache {
-            cache.keep_described(&self.engine, digest, config, described);
+            cache.keep_described(&self.engine, digest, context, described);
         }
     }
 }
@@ -314,6 +307,24 @@ impl Sandbox {
             .entry(*digest)
             .or_default()
             .clone();
+        let outcome = self.load_lazily(&cell, digest, source);
+        if outcome.is_err() {
+            // A failure at a call (a file being rebuilt, say) is not kept:
+            // the next call tries again.
+            let mut compiled = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
+            if compiled.get(digest).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                compiled.remove(digest);
+            }
+        }
+        outcome
+    }
+
+    fn load_lazily(
+        &self,
+        cell: &Compiled,
+        digest: &Sha256Digest,
+        source: &(dyn Fn() -> Result<Vec<u8>, String> + Send + Sync),
+    ) -> Result<(Component, Origin), SandboxError> {
         cell.get_or_init(|| {
             if let Some(component) = self
                 .cache

@@ -145,3 +145,32 @@ fn a_cache_folder_of_another_user_is_refused_not_loaded() {
     }
     assert_eq!(std::fs::read_dir(foreign.path()).unwrap().count(), 0);
 }
+
+#[tokio::test]
+async fn a_first_call_that_cannot_load_the_code_fails_and_the_next_one_tries_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("helpdesk.wasm");
+    std::fs::copy(wasm("helpdesk"), &file).unwrap();
+    let mut entry = PluginEntry::helpdesk();
+    entry.component = file.clone();
+    let m = manifest(vec![entry]);
+    start_once(&m);
+    let client = stdio(&m, &[]).await;
+    // Started lazily; then the compiled code is lost and the file is
+    // replaced by another component before the first call.
+    let cache = m.path.parent().unwrap().join(".toolhost/cache/components");
+    for entry in std::fs::read_dir(&cache).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "cwasm") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    std::fs::copy(wasm("fixture"), &file).unwrap();
+    let failed = call(&client, "helpdesk_ticket_list", serde_json::json!({})).await;
+    assert_eq!(failed.is_error, Some(true), "{failed:?}");
+    // The pinned file is back: the next call loads it.
+    std::fs::copy(wasm("helpdesk"), &file).unwrap();
+    let listed = call(&client, "helpdesk_ticket_list", serde_json::json!({})).await;
+    assert_eq!(listed.is_error, Some(false), "{listed:?}");
+    client.cancel().await.unwrap();
+}
