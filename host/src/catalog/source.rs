@@ -143,8 +143,9 @@ pub async fn fetch(
     Ok(fetched)
 }
 
-/// The bundles of a component that signatures are checked on, for
-/// reports (diff) that hold no manifest-level requirement.
+/// Which trusted keys (the manifest's `[[trust]]`, if there is one) signed
+/// a component: for reports such as `plugin diff`, which hold it to no
+/// `signed_by`.
 pub fn signers_of(bytes: &[u8], bundles: &[Bundle], manifest: Option<&Manifest>) -> Signers {
     let trust = manifest.map(|m| m.trust.as_slice()).unwrap_or_default();
     signing::signers(bytes, bundles, trust)
