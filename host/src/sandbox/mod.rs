@@ -268,6 +268,16 @@ pub struct Interfaces {
 }
 
 impl Sandbox {
+    /// The one place the component `digest` is compiled or loaded into.
+    fn cell(&self, digest: &Sha256Digest) -> Arc<Compiled> {
+        self.compiled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(*digest)
+            .or_default()
+            .clone()
+    }
+
     /// The component for `bytes`, compiled (or loaded from the cache) once
     /// per digest however many plugins or callers ask.
     fn compile(
@@ -275,13 +285,7 @@ impl Sandbox {
         bytes: &[u8],
         digest: &Sha256Digest,
     ) -> Result<(Component, Origin), SandboxError> {
-        let cell = self
-            .compiled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(*digest)
-            .or_default()
-            .clone();
+        let cell = self.cell(digest);
         cell.get_or_init(|| {
             match &self.cache {
                 Some(cache) => cache.load_or_compile(&self.engine, bytes, digest),
@@ -300,13 +304,7 @@ impl Sandbox {
         digest: &Sha256Digest,
         source: &(dyn Fn() -> Result<Vec<u8>, String> + Send + Sync),
     ) -> Result<(Component, Origin), SandboxError> {
-        let cell = self
-            .compiled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(*digest)
-            .or_default()
-            .clone();
+        let cell = self.cell(digest);
         let outcome = self.load_lazily(&cell, digest, source);
         if outcome.is_err() {
             // A failure at a call (a file being rebuilt, say) is not kept:

@@ -89,15 +89,20 @@ fn a_changed_cache_entry_is_recompiled_not_loaded() {
     assert!(!log.contains("does not match"), "{log}");
 }
 
-#[test]
-fn a_component_file_changed_after_a_start_is_read_again_and_held_to_its_pin() {
-    // A copy, so the shared build is not touched.
+/// The helpdesk from a copy of its component (so the shared build is never
+/// touched): the copy's folder, its path and the manifest.
+fn helpdesk_copy() -> (tempfile::TempDir, std::path::PathBuf, TestManifest) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("helpdesk.wasm");
     std::fs::copy(wasm("helpdesk"), &file).unwrap();
     let mut entry = PluginEntry::helpdesk();
     entry.component = file.clone();
-    let m = manifest(vec![entry]);
+    (dir, file, manifest(vec![entry]))
+}
+
+#[test]
+fn a_component_file_changed_after_a_start_is_read_again_and_held_to_its_pin() {
+    let (_dir, file, m) = helpdesk_copy();
     start_once(&m);
     assert!(start_once(&m).contains("origin=Described"));
     // Another component in its place: the stamp differs, so the file is
@@ -148,12 +153,7 @@ fn a_cache_folder_of_another_user_is_refused_not_loaded() {
 
 #[tokio::test]
 async fn a_first_call_that_cannot_load_the_code_fails_and_the_next_one_tries_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("helpdesk.wasm");
-    std::fs::copy(wasm("helpdesk"), &file).unwrap();
-    let mut entry = PluginEntry::helpdesk();
-    entry.component = file.clone();
-    let m = manifest(vec![entry]);
+    let (_dir, file, m) = helpdesk_copy();
     start_once(&m);
     let client = stdio(&m, &[]).await;
     // Started lazily; then the compiled code is lost and the file is
