@@ -35,13 +35,17 @@ build: plugins
     ./target/release/toolhost pin --manifest tools-manifest.toml
     ./target/release/toolhost vet tools-manifest.toml
 
-# Build every plugin component, including the test fixtures and the
-# Python and JavaScript examples.
+# Build the example catalog's plugin components: Rust, Python and JavaScript.
 plugins: rust-plugins polyglot-plugins
 
-# Build the Rust plugin components (wasm32-wasip2), including the test fixtures.
+# Build the example Rust plugin components (wasm32-wasip2).
 rust-plugins: setup
-    cargo build --release --target wasm32-wasip2 -p helpdesk -p notes -p crm -p fixture -p spy -p poison
+    cargo build --release --target wasm32-wasip2 -p helpdesk -p notes -p crm
+
+# Build the test fixtures' components (wasm32-wasip2), which only the tests
+# and the bench load (so `just run` does not wait for them).
+test-plugins: setup
+    cargo build --release --target wasm32-wasip2 -p fixture -p spy -p poison
 
 # Install componentize-py (PyPI) into target/polyglot/py and componentize-js
 # (npm) into target/polyglot/js, run by the Node.js of conformance-setup.
@@ -141,7 +145,7 @@ stdio: build
 # suite, run by cargo-nextest (installed if missing): each test in its own
 # process, stopped if it runs past 4 minutes. With CI set, a failed test is
 # retried twice and reported as flaky if it then passes.
-test: plugins conformance-setup python-sdk-setup console-setup services-setup
+test: plugins test-plugins conformance-setup python-sdk-setup console-setup services-setup
     command -v cargo-nextest >/dev/null || cargo install cargo-nextest --locked
     cargo nextest run --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --profile {{ if env_var_or_default("CI", "") != "" { "ci" } else { "default" } }}
     cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --doc
@@ -215,7 +219,7 @@ cluster: build services-setup
 
 # A mix of hostile and normal calls over HTTP for SECONDS: failures, the
 # normal calls' p50/p99 (calm and under attack) and host RSS at start and end.
-soak seconds="300": build
+soak seconds="300": build test-plugins
     cargo bench -p toolhost --bench soak -- --seconds {{seconds}}
 
 # Fuzz TARGET (manifest, arguments or jsonrpc) for SECONDS with cargo-fuzz
@@ -237,6 +241,13 @@ lint:
 # while another session's plugin spins, what the audit trail's fsync costs,
 # start-up and memory. Prints one table (each figure against its target) and
 # writes target/bench/results.json. `just bench --quick` for a smoke run,
-# `--only stdio,http` for some sections.
-bench *args: build
+# `--only stdio,http` for some sections, `--binary target/dist/toolhost`
+# to measure `just dist`'s binary.
+bench *args: build test-plugins
     cargo bench -p toolhost --bench bench -- {{args}}
+
+# Build the binary to ship, target/dist/toolhost: the dist profile
+# (whole-program LTO, one codegen unit, stripped) makes it smaller and
+# faster than `just build`'s, at several times the build time.
+dist:
+    cargo build --profile dist -p toolhost

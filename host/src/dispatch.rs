@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use crate::audit::{Audit, CallRecord, Event, record};
-use crate::catalog::{Catalog, CatalogTool};
+use crate::catalog::{Catalog, CatalogTool, CheckError};
 use crate::gate::Refusal;
 use crate::manifest::{InstanceMode, RiskClass, ToolName};
 use crate::metrics::Metrics;
@@ -293,12 +293,17 @@ impl Toolhost {
         record: &mut CallRecord,
         started: &mut bool,
     ) -> Result<Map<String, Value>, CallError> {
-        tool.input
-            .check(arguments)
-            .map_err(|detail| CallError::InvalidArguments {
+        tool.input.check(arguments).map_err(|e| match e {
+            CheckError::Mismatch(detail) => CallError::InvalidArguments {
                 tool: tool.name.clone(),
                 detail,
-            })?;
+            },
+            CheckError::Unusable(reason) => CallError::Sandbox {
+                tool: tool.name.clone(),
+                error: SandboxError::Load(format!("the input schema: {reason}")),
+                session_reset: false,
+            },
+        })?;
         let acts = tool.risk != RiskClass::Read;
         let unavailable = |detail: String| CallError::AuditUnavailable {
             tool: tool.name.clone(),
@@ -598,9 +603,12 @@ impl Toolhost {
         let value: Value =
             serde_json::from_str(&raw).map_err(|e| invalid(format!("not JSON: {e}")))?;
         if let Some(schema) = &tool.output {
-            schema
-                .check(&value)
-                .map_err(|d| invalid(format!("does not match the output schema: {d}")))?;
+            schema.check(&value).map_err(|e| match e {
+                CheckError::Mismatch(d) => {
+                    invalid(format!("does not match the output schema: {d}"))
+                }
+                CheckError::Unusable(reason) => invalid(format!("the output schema: {reason}")),
+            })?;
         }
         match value {
             Value::Object(map) => Ok(map),

@@ -17,13 +17,24 @@ use crate::{Bench, cpu_target};
 
 const SECTION: &str = "Streamable HTTP";
 
+/// Calls/s with 16 sessions in the last full run before the footprint
+/// issue (docs/performance.md), which asks for twice as many. That run
+/// was on another day, so read the verdict with the machine's drift in
+/// mind.
+const BEFORE_16_SESSIONS: u32 = 12_493;
+
 pub fn run(bench: &Bench) -> Vec<Figure> {
     let calls = if bench.quick { 4_000 } else { 40_000 };
     let runtime = client_runtime();
     let host = HttpHost::start_with_env(&bench.binary, &bench.manifest, &crate::ENV);
-    let mut figures = Vec::new();
+    let mut figures: Vec<Figure> = Vec::new();
     for era in [Era::Sessions, Era::Stateless] {
-        for clients in [1, 4, 16, 64] {
+        for (clients, key) in [
+            (1, "http.sessions.1"),
+            (4, "http.sessions.4"),
+            (16, "http.sessions.16"),
+            (64, "http.sessions.64"),
+        ] {
             let load = runtime.block_on(load(&host, era, clients, calls));
             let cpu = (cpu_time(host.child.id()) - load.cpu_before) / load.samples.len() as u32;
             let mut samples = load.samples;
@@ -40,6 +51,32 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
             } else {
                 figure.target(cpu_target(cpu))
             };
+            match era {
+                Era::Sessions => {
+                    figure = figure.key(key);
+                    if clients == 16 {
+                        figure = figure.target(Target::at_least(
+                            format!(
+                                "≥ 2× the {BEFORE_16_SESSIONS} calls/s before the footprint issue (another run)"
+                            ),
+                            rate,
+                            2.0 * BEFORE_16_SESSIONS as f64,
+                        ));
+                    }
+                }
+                Era::Stateless => {
+                    // Held against the session call at the same load.
+                    let sessions = crate::report::find(&mut figures, key)
+                        .and_then(|f| f.cpu_per_call)
+                        .expect("the sessions era runs first");
+                    let ratio = cpu.as_secs_f64() / sessions.as_secs_f64();
+                    figure = figure.target(Target::at_most(
+                        format!("CPU ≤ 1.5× a session call; is {ratio:.2}×"),
+                        ratio,
+                        1.5,
+                    ));
+                }
+            }
             figures.push(figure);
         }
     }

@@ -12,7 +12,9 @@
 //! `target/bench/results.json` with the machine it ran on.
 //!
 //! `--quick` runs fewer of everything; `--only floor,stdio,http,store,audit,footprint,languages`
-//! runs some sections.
+//! runs some sections; `--binary PATH` measures another build of the host
+//! than target/release/toolhost (e.g. `just dist`'s target/dist/toolhost;
+//! relative to the repository).
 
 // The table on stdout is this program's output.
 #![allow(clippy::print_stdout)]
@@ -26,6 +28,7 @@ mod floor;
 mod footprint;
 mod http;
 mod polyglot;
+mod ratios;
 mod report;
 mod stdio;
 mod store;
@@ -131,9 +134,19 @@ fn main() {
     }
     let common::Setup {
         root,
-        binary,
+        mut binary,
         manifest,
     } = common::Setup::find();
+    // `--binary PATH` measures another build of the host (e.g. `just dist`'s
+    // target/dist/toolhost) with everything else the same.
+    if let Some(i) = args.iter().position(|a| a == "--binary") {
+        let path = args
+            .get(i + 1)
+            .expect("--binary takes the host binary's path");
+        // Relative to the repository, like every path `just` passes.
+        binary = root.join(path);
+        assert!(binary.exists(), "{} is missing", binary.display());
+    }
     let bench = Bench {
         root,
         binary,
@@ -148,10 +161,11 @@ fn main() {
         eprintln!("bench: {name}…");
         figures.extend(section(&bench));
     }
+    ratios::apply(&mut figures);
     println!("{}", report::table(&figures));
     common::save(
         &bench.root,
         "results.json",
-        &report::results(&figures, quick),
+        &report::results(&figures, quick, &bench.binary),
     );
 }

@@ -76,7 +76,11 @@ pub struct Figure {
     pub p99: Option<Amount>,
     pub calls_per_sec: Option<f64>,
     pub cpu_per_call: Option<Duration>,
-    pub target: Option<Target>,
+    /// The targets this figure is held to (an older issue's absolute one and
+    /// the footprint issue's ratio may both apply).
+    pub targets: Vec<Target>,
+    /// A name other sections' ratios find this figure by.
+    pub key: Option<&'static str>,
 }
 
 impl Figure {
@@ -94,7 +98,8 @@ impl Figure {
             p99: Some(p99),
             calls_per_sec: None,
             cpu_per_call: None,
-            target: None,
+            targets: Vec::new(),
+            key: None,
         }
     }
 
@@ -109,7 +114,12 @@ impl Figure {
     }
 
     pub fn target(mut self, target: Target) -> Figure {
-        self.target = Some(target);
+        self.targets.push(target);
+        self
+    }
+
+    pub fn key(mut self, key: &'static str) -> Figure {
+        self.key = Some(key);
         self
     }
 
@@ -135,13 +145,18 @@ impl Figure {
             "p99": self.p99.map(Amount::json),
             "calls_per_sec": self.calls_per_sec,
             "server_cpu_per_call_us": self.cpu_per_call.map(|d| d.as_secs_f64() * 1e6),
-            "target": self.target.as_ref().map(|t| json!({
+            "targets": self.targets.iter().map(|t| json!({
                 "text": t.text,
                 "met": t.ratio <= 1.0,
                 "ratio": t.ratio,
-            })),
+            })).collect::<Vec<_>>(),
         })
     }
+}
+
+/// The figure `key` names, if its section ran.
+pub fn find<'a>(figures: &'a mut [Figure], key: &str) -> Option<&'a mut Figure> {
+    figures.iter_mut().find(|f| f.key == Some(key))
 }
 
 /// The table, as markdown.
@@ -160,7 +175,11 @@ pub fn table(figures: &[Figure]) -> String {
             f.p99.map_or_else(dash, Amount::text),
             f.calls_per_sec.map_or_else(dash, |r| format!("{r:.0}")),
             f.cpu_per_call.map_or_else(dash, |d| Amount::Time(d).text()),
-            f.target.as_ref().map_or_else(String::new, Target::verdict),
+            f.targets
+                .iter()
+                .map(Target::verdict)
+                .collect::<Vec<_>>()
+                .join("; "),
         ));
     }
     out
@@ -168,10 +187,11 @@ pub fn table(figures: &[Figure]) -> String {
 
 /// `target/bench/results.json`: the machine, the run's settings and every
 /// figure.
-pub fn results(figures: &[Figure], quick: bool) -> Value {
+pub fn results(figures: &[Figure], quick: bool, binary: &std::path::Path) -> Value {
     json!({
         "machine": machine(),
         "quick": quick,
+        "binary": binary.display().to_string(),
         "figures": figures.iter().map(Figure::json).collect::<Vec<_>>(),
     })
 }

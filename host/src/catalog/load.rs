@@ -350,7 +350,8 @@ async fn vet(
         (Some(context), Some(_)) => described_before(decl, sandbox, context),
         _ => None,
     };
-    let (prepared, origin, interfaces, specs, actual, signers) = match described {
+    let accepted_before = described.is_some();
+    let (prepared, origin, interfaces, specs, actual, signers, to_keep) = match described {
         Some((pin, path, described)) => {
             // Served from what it offered last time; its code is mapped
             // at its first call, re-read from the file only if the cache
@@ -373,6 +374,7 @@ async fn vet(
                 specs,
                 pin,
                 Vec::new(),
+                None,
             )
         }
         None => {
@@ -385,15 +387,17 @@ async fn vet(
             let actual = component.digest;
             let (prepared, origin, interfaces, specs) =
                 prepare_and_describe(sandbox, component.bytes, actual, shared).await?;
-            if let (Some(source), Some(context)) = (stamp, &context) {
+            // Kept once its tools pass the checks below, so a next start
+            // may take its schemas as accepted.
+            let to_keep = stamp.zip(context).map(|(source, context)| {
                 let described = Described {
                     source,
                     imports: interfaces.imports.clone(),
                     exports: interfaces.exports.clone(),
                     tools: specs.iter().map(described_tool).collect(),
                 };
-                sandbox.keep_described(&actual, context, &described);
-            }
+                (context, described)
+            });
             (
                 prepared,
                 origin,
@@ -401,11 +405,15 @@ async fn vet(
                 specs,
                 actual,
                 component.signers,
+                to_keep,
             )
         }
     };
-    let tools = match_declaration(decl, specs)?;
+    let tools = match_declaration(decl, specs, accepted_before)?;
     refuse_hidden_text(&tools)?;
+    if let Some((context, described)) = to_keep {
+        sandbox.keep_described(&actual, &context, &described);
+    }
     let vetted = Vetted {
         sha256: actual.to_string(),
         imports: interfaces.imports,
@@ -590,7 +598,19 @@ pub async fn describe_component(
 /// Joins the plugin's `describe()` with the manifest's declaration. Both must
 /// name exactly the same tools: a component cannot add a tool after it was
 /// vetted, nor silently drop one.
-fn match_declaration(decl: &PluginDecl, specs: Vec<ToolSpec>) -> Result<Vec<CatalogTool>, String> {
+/// `accepted_before`: the specs are what this plugin's component described
+/// at an earlier start that accepted them, so their schemas compile at
+/// their first use.
+fn match_declaration(
+    decl: &PluginDecl,
+    specs: Vec<ToolSpec>,
+    accepted_before: bool,
+) -> Result<Vec<CatalogTool>, String> {
+    let parse = if accepted_before {
+        ToolSchema::parse_accepted
+    } else {
+        ToolSchema::parse
+    };
     let mut described: HashMap<String, ToolSpec> = HashMap::with_capacity(specs.len());
     for spec in specs {
         if described.contains_key(&spec.name) {
@@ -630,12 +650,12 @@ fn match_declaration(decl: &PluginDecl, specs: Vec<ToolSpec>) -> Result<Vec<Cata
             let spec = described
                 .remove(t.name.as_str())
                 .expect("every declared tool was described");
-            let input = ToolSchema::parse(&spec.input_schema)
+            let input = parse(&spec.input_schema)
                 .map_err(|e| format!("the input schema of tool `{}` {e}", t.name))?;
             let output = spec
                 .output_schema
                 .as_deref()
-                .map(ToolSchema::parse)
+                .map(parse)
                 .transpose()
                 .map_err(|e| format!("the output schema of tool `{}` {e}", t.name))?;
             Ok(CatalogTool {

@@ -15,7 +15,7 @@ pub use load::{
     MAX_HIDDEN_REPORTED, Refusal, RefusalCause, describe_component, grant_holding, load,
     load_described, load_for_vetting,
 };
-pub use schema::{SchemaError, ToolSchema};
+pub use schema::{CheckError, SchemaError, ToolSchema};
 pub use texts::{HiddenText, hidden_in_tool};
 pub use vetted::{Difference, differences, vetted_tool};
 

@@ -6,7 +6,9 @@
 //! `crate::text`); these rules read the words.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::LazyLock;
 
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use serde_json::{Map, Value};
 
 use super::{Findings, Rule, Subject};
@@ -459,10 +461,10 @@ const ROLE_PREFIXES: &[&str] = &["system:", "assistant:"];
 
 /// `lower` is `text` normalised; line starts are read from `text`.
 fn addresses_model(text: &str, lower: &str) -> Option<String> {
-    if let Some(phrase) = ADDRESSING.iter().find(|p| has_phrase(lower, p)) {
+    if let Some(phrase) = ADDRESSING_PHRASES.first_whole_in(lower) {
         return Some(phrase.to_string());
     }
-    if let Some(token) = MARKUP_TOKENS.iter().find(|t| lower.contains(*t)) {
+    if let Some(token) = MARKUP.first_in(lower) {
         return Some(token.to_string());
     }
     // Each `>` closes at most the nearest `<` before it: one pass, however
@@ -489,15 +491,57 @@ fn addresses_model(text: &str, lower: &str) -> Option<String> {
     })
 }
 
-/// Whether `phrase` occurs in `text` as whole words: "never reveal" is in
-/// "never reveal the key" but not in "never reveals".
-fn has_phrase(text: &str, phrase: &str) -> bool {
-    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
-    text.match_indices(phrase).any(|(at, _)| {
-        !word(text[..at].chars().next_back())
-            && (!word(phrase.chars().last()) || !word(text[at + phrase.len()..].chars().next()))
-    })
+/// One of the rules' fixed phrase lists, searched in one pass over a text
+/// (an automaton built once) rather than once per phrase: the lint runs at
+/// every start, over every text of the catalog.
+struct Phrases {
+    list: &'static [&'static str],
+    automaton: AhoCorasick,
 }
+
+impl Phrases {
+    fn new(list: &'static [&'static str]) -> Phrases {
+        Phrases {
+            list,
+            // Texts are short and the lint runs once per start: a DFA's
+            // faster search would not repay building it.
+            automaton: AhoCorasick::builder()
+                .kind(Some(AhoCorasickKind::ContiguousNFA))
+                .build(list)
+                .expect("the phrase lists are plain strings"),
+        }
+    }
+
+    /// The first phrase of the list found in `text` (the list's order picks
+    /// what a finding names when several are there).
+    fn first_in(&self, text: &str) -> Option<&'static str> {
+        self.first(text, |_, _| true)
+    }
+
+    /// The first phrase of the list found in `text` as whole words: "never
+    /// reveal" is in "never reveal the key" but not in "never reveals".
+    fn first_whole_in(&self, text: &str) -> Option<&'static str> {
+        let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+        self.first(text, |start, end| {
+            !word(text[..start].chars().next_back())
+                && (!word(text[..end].chars().next_back()) || !word(text[end..].chars().next()))
+        })
+    }
+
+    fn first(&self, text: &str, keep: impl Fn(usize, usize) -> bool) -> Option<&'static str> {
+        self.automaton
+            .find_overlapping_iter(text)
+            .filter(|m| keep(m.start(), m.end()))
+            .map(|m| m.pattern().as_usize())
+            .min()
+            .map(|i| self.list[i])
+    }
+}
+
+static ADDRESSING_PHRASES: LazyLock<Phrases> = LazyLock::new(|| Phrases::new(ADDRESSING));
+static MARKUP: LazyLock<Phrases> = LazyLock::new(|| Phrases::new(MARKUP_TOKENS));
+static SECRET_OBJECT_PHRASES: LazyLock<Phrases> = LazyLock::new(|| Phrases::new(SECRET_OBJECTS));
+static SECRET_PLACE_PHRASES: LazyLock<Phrases> = LazyLock::new(|| Phrases::new(SECRET_PLACES));
 
 /// Snake-case words of the text that name a tool of another plugin, or
 /// look like a tool name (a plugin's prefix, or three or more parts) but
@@ -748,7 +792,7 @@ const HANDING: &[&str] = &[
 /// the environment and asks for it to be handed over (or names a place only
 /// secrets live).
 fn asks_for_secret(lower: &str) -> Option<String> {
-    if let Some(place) = SECRET_PLACES.iter().find(|p| lower.contains(*p)) {
+    if let Some(place) = SECRET_PLACE_PHRASES.first_in(lower) {
         return Some(format!("{place:?}"));
     }
     lower
@@ -770,7 +814,7 @@ fn asks_for_secret(lower: &str) -> Option<String> {
             if !hands || negated {
                 return None;
             }
-            let object = SECRET_OBJECTS.iter().find(|o| has_phrase(sentence, o))?;
+            let object = SECRET_OBJECT_PHRASES.first_whole_in(sentence)?;
             Some(format!("{object:?}"))
         })
 }

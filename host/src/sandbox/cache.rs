@@ -140,10 +140,11 @@ impl ComponentCache {
     pub fn load_or_compile(
         &self,
         engine: &Engine,
+        key: &EngineKey,
         bytes: &[u8],
         digest: &Sha256Digest,
     ) -> wasmtime::Result<(Component, Origin)> {
-        let key = entry_key(engine, digest);
+        let key = entry_key(key, digest);
         let code_path = self.dir.join(format!("{key}.cwasm"));
         let seal_path = self.dir.join(format!("{key}.sha256"));
         if let Some(component) = self.load(engine, &code_path, &seal_path) {
@@ -165,16 +166,21 @@ impl ComponentCache {
 
     /// The cached component for `digest`, if a verified entry exists: no
     /// compiling, and no need of the component's bytes.
-    pub fn load_cached(&self, engine: &Engine, digest: &Sha256Digest) -> Option<Component> {
-        let key = entry_key(engine, digest);
+    pub fn load_cached(
+        &self,
+        engine: &Engine,
+        key: &EngineKey,
+        digest: &Sha256Digest,
+    ) -> Option<Component> {
+        let key = entry_key(key, digest);
         let code_path = self.dir.join(format!("{key}.cwasm"));
         let seal_path = self.dir.join(format!("{key}.sha256"));
         self.load(engine, &code_path, &seal_path)
     }
 
     /// Whether an entry for `digest` is there (it is verified when loaded).
-    pub fn holds(&self, engine: &Engine, digest: &Sha256Digest) -> bool {
-        let key = entry_key(engine, digest);
+    pub fn holds(&self, key: &EngineKey, digest: &Sha256Digest) -> bool {
+        let key = entry_key(key, digest);
         self.dir.join(format!("{key}.cwasm")).is_file()
             && self.dir.join(format!("{key}.sha256")).is_file()
     }
@@ -182,11 +188,11 @@ impl ComponentCache {
     /// What the component `digest` offered in `context`, if kept.
     pub fn described(
         &self,
-        engine: &Engine,
+        key: &EngineKey,
         digest: &Sha256Digest,
         context: &str,
     ) -> Option<Described> {
-        let path = self.described_path(engine, digest, context);
+        let path = self.described_path(key, digest, context);
         let text = fs::read(path).ok()?;
         serde_json::from_slice(&text).ok()
     }
@@ -194,12 +200,12 @@ impl ComponentCache {
     /// Keeps what the component `digest` offered in `context`.
     pub fn keep_described(
         &self,
-        engine: &Engine,
+        key: &EngineKey,
         digest: &Sha256Digest,
         context: &str,
         described: &Described,
     ) {
-        let path = self.described_path(engine, digest, context);
+        let path = self.described_path(key, digest, context);
         let json = serde_json::to_vec(described).expect("a description serialises");
         if let Err(e) = write_private(&path, &json) {
             tracing::warn!(
@@ -212,9 +218,9 @@ impl ComponentCache {
     /// Keyed by the code's entry and `context`: everything of the plugin's
     /// declaration that could change what `describe()` returns or whether
     /// it runs (the caller's to assemble: name, file, config, limits, files).
-    fn described_path(&self, engine: &Engine, digest: &Sha256Digest, context: &str) -> PathBuf {
+    fn described_path(&self, key: &EngineKey, digest: &Sha256Digest, context: &str) -> PathBuf {
         let mut hasher = ShaHasher(Sha256::new());
-        entry_key(engine, digest).hash(&mut hasher);
+        entry_key(key, digest).hash(&mut hasher);
         context.hash(&mut hasher);
         "described-v1".hash(&mut hasher);
         self.dir.join(format!(
@@ -260,11 +266,25 @@ impl ComponentCache {
     }
 }
 
-/// Component digest + engine configuration + wasmtime version.
-fn entry_key(engine: &Engine, digest: &Sha256Digest) -> String {
+/// What of an engine's configuration decides whether code it compiled
+/// loads in another (wasmtime's compatibility hash: version, compiler
+/// settings, CPU features, tunables), as the cache keys entries by it.
+#[derive(Debug, Clone)]
+pub struct EngineKey(String);
+
+impl EngineKey {
+    pub fn of(engine: &Engine) -> EngineKey {
+        let mut hasher = ShaHasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        EngineKey(hex::encode(hasher.0.finalize()))
+    }
+}
+
+/// Component digest + engine configuration + host version.
+fn entry_key(key: &EngineKey, digest: &Sha256Digest) -> String {
     let mut hasher = ShaHasher(Sha256::new());
     digest.to_string().hash(&mut hasher);
-    engine.precompile_compatibility_hash().hash(&mut hasher);
+    key.0.hash(&mut hasher);
     env!("CARGO_PKG_VERSION").hash(&mut hasher);
     hex::encode(hasher.0.finalize())
 }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::manifest::{Limits, Manifest, Sha256Digest};
 use bindings::{Plugin, PluginPre};
+use cache::EngineKey;
 use state::PluginState;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{
@@ -100,8 +101,16 @@ impl EngineSettings {
 /// The engine and linker every plugin shares.
 #[derive(Clone)]
 pub struct Sandbox {
-    engine: Engine,
-    linker: Arc<Linker<PluginState>>,
+    settings: EngineSettings,
+    /// The engine with its instance pool, and the linker: made at the first
+    /// compile or instance, not at start. Reserving the pool (a fiber stack
+    /// with its guard page for every instance the host may run) was the
+    /// largest part of a warm start, and a `tools/list` answered from what
+    /// the cache kept needs none of it.
+    runtime: Arc<Mutex<Option<Runtime>>>,
+    /// The engine configuration's part of the cache's keys, known without
+    /// the pool.
+    key: EngineKey,
     cache: Option<ComponentCache>,
     /// The engine meters fuel (some plugin sets `limits.fuel`).
     fuel: bool,
@@ -110,16 +119,26 @@ pub struct Sandbox {
     compiled: Arc<Mutex<HashMap<Sha256Digest, Arc<Compiled>>>>,
 }
 
+#[derive(Clone)]
+struct Runtime {
+    engine: Engine,
+    linker: Arc<Linker<PluginState>>,
+}
+
 type Compiled = OnceLock<Result<(Component, Origin), String>>;
 
-impl Sandbox {
-    /// Builds the engine and starts the epoch ticker that enforces deadlines.
-    /// With a cache, compiled components are reused across restarts.
-    pub fn new(
-        cache: Option<ComponentCache>,
-        settings: EngineSettings,
-    ) -> Result<Sandbox, SandboxError> {
-        let mut config = Config::new();
+/// Where an engine's instances come from: the pool the host runs with, or
+/// plain allocations for the probe engine that only answers what the
+/// configuration is.
+#[derive(Clone, Copy, PartialEq)]
+enum Allocation {
+    Pool,
+    OnDemand,
+}
+
+fn engine_config(settings: &EngineSettings, allocation: Allocation) -> Config {
+    let mut config = Config::new();
+    if allocation == Allocation::Pool {
         // Instances come from a pool reserved once, so a fresh instance
         // costs a few microseconds instead of fresh mappings; a slot keeps
         // a little memory resident so the next instance does not fault it
@@ -139,24 +158,31 @@ impl Sandbox {
             .linear_memory_keep_resident(64 << 10)
             .table_keep_resident(16 << 10);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        config.epoch_interruption(true);
-        config.max_wasm_stack(settings.wasm_stack);
-        config.consume_fuel(settings.fuel);
-        // The component-model async machinery costs on every call and we use
-        // no WASIp3 or async-lifted exports.
-        config.concurrency_support(false);
-        let engine = Engine::new(&config).map_err(|e| SandboxError::Load(e.to_string()))?;
+    }
+    config.epoch_interruption(true);
+    config.max_wasm_stack(settings.wasm_stack);
+    config.consume_fuel(settings.fuel);
+    // The component-model async machinery costs on every call and we use
+    // no WASIp3 or async-lifted exports.
+    config.concurrency_support(false);
+    config
+}
 
+impl Runtime {
+    /// The engine with its pool, the linker with WASI and the plugin world,
+    /// and the epoch ticker that enforces deadlines.
+    fn new(settings: &EngineSettings) -> Result<Runtime, String> {
+        let started = Instant::now();
+        let load_error = |e: wasmtime::Error| format!("{e:#}");
+        let engine = Engine::new(&engine_config(settings, Allocation::Pool)).map_err(load_error)?;
         let mut linker = Linker::<PluginState>::new(&engine);
         // A std guest imports the WASI p2 interfaces even when it uses none of
         // them; the context behind them grants nothing (see state.rs).
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| SandboxError::Load(e.to_string()))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(load_error)?;
         // Outbound HTTP, every request through the network gate's hooks.
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
-            .map_err(|e| SandboxError::Load(e.to_string()))?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(load_error)?;
         Plugin::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
-            .map_err(|e| SandboxError::Load(e.to_string()))?;
+            .map_err(load_error)?;
 
         let ticker = engine.weak();
         std::thread::Builder::new()
@@ -168,15 +194,51 @@ impl Sandbox {
                     std::thread::sleep(EPOCH_TICK);
                 }
             })
-            .map_err(|e| SandboxError::Load(e.to_string()))?;
-
-        Ok(Sandbox {
+            .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
+        tracing::info!(
+            "engine and instance pool ready ({} ms)",
+            started.elapsed().as_millis()
+        );
+        Ok(Runtime {
             engine,
             linker: Arc::new(linker),
+        })
+    }
+}
+
+impl Sandbox {
+    /// Checks the engine configuration; the engine itself is made when
+    /// first needed. With a cache, compiled components are reused across
+    /// restarts.
+    pub fn new(
+        cache: Option<ComponentCache>,
+        settings: EngineSettings,
+    ) -> Result<Sandbox, SandboxError> {
+        // An engine without the pool costs a fraction of a millisecond and
+        // answers what the configuration is; the pool's own settings are
+        // checked when the real engine is made.
+        let probe = Engine::new(&engine_config(&settings, Allocation::OnDemand))
+            .map_err(|e| SandboxError::Load(format!("{e:#}")))?;
+        Ok(Sandbox {
+            settings,
+            runtime: Arc::default(),
+            key: EngineKey::of(&probe),
             cache,
             fuel: settings.fuel,
             compiled: Arc::default(),
         })
+    }
+
+    /// The engine and linker, made by the first caller; a failure is not
+    /// kept, so a later call tries again.
+    fn runtime(&self) -> Result<Runtime, String> {
+        let mut runtime = self.runtime.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(ready) = &*runtime {
+            return Ok(ready.clone());
+        }
+        let made = Runtime::new(&self.settings)?;
+        *runtime = Some(made.clone());
+        Ok(made)
     }
 
     /// Compiles a component (or loads its cached native code) and pre-links
@@ -191,12 +253,13 @@ impl Sandbox {
         let load_error = |e: wasmtime::Error| SandboxError::Load(format!("{e:#}"));
         let (component, origin) = self.compile(bytes, digest)?;
         let pre = self
+            .runtime()
+            .map_err(SandboxError::Load)?
             .linker
             .instantiate_pre(&component)
             .and_then(PluginPre::new)
             .map_err(load_error)?;
         let prepared = PreparedPlugin {
-            engine: self.engine.clone(),
             pre: tokio::sync::OnceCell::new_with(Some(pre)),
             loader: None,
             shared,
@@ -220,13 +283,14 @@ impl Sandbox {
             let load_error = |e: wasmtime::Error| SandboxError::Load(format!("{e:#}"));
             let (component, _) = sandbox.compile_lazily(&digest, &*source)?;
             sandbox
+                .runtime()
+                .map_err(SandboxError::Load)?
                 .linker
                 .instantiate_pre(&component)
                 .and_then(PluginPre::new)
                 .map_err(load_error)
         });
         PreparedPlugin {
-            engine: self.engine.clone(),
             pre: tokio::sync::OnceCell::new(),
             loader: Some(loader),
             shared,
@@ -238,21 +302,19 @@ impl Sandbox {
     pub fn holds(&self, digest: &Sha256Digest) -> bool {
         self.cache
             .as_ref()
-            .is_some_and(|c| c.holds(&self.engine, digest))
+            .is_some_and(|c| c.holds(&self.key, digest))
     }
 
     /// What the component `digest` offered in `context`, if the cache kept it.
     pub fn described(&self, digest: &Sha256Digest, context: &str) -> Option<Described> {
-        self.cache
-            .as_ref()?
-            .described(&self.engine, digest, context)
+        self.cache.as_ref()?.described(&self.key, digest, context)
     }
 
     /// Keeps what the component `digest` offered in `context` (if there is
     /// a cache).
     pub fn keep_described(&self, digest: &Sha256Digest, context: &str, described: &Described) {
         if let Some(cache) = &self.cache {
-            cache.keep_described(&self.engine, digest, context, described);
+            cache.keep_described(&self.key, digest, context, described);
         }
     }
 }
@@ -287,9 +349,10 @@ impl Sandbox {
     ) -> Result<(Component, Origin), SandboxError> {
         let cell = self.cell(digest);
         cell.get_or_init(|| {
+            let engine = self.runtime()?.engine;
             match &self.cache {
-                Some(cache) => cache.load_or_compile(&self.engine, bytes, digest),
-                None => Component::new(&self.engine, bytes).map(|c| (c, Origin::Compiled)),
+                Some(cache) => cache.load_or_compile(&engine, &self.key, bytes, digest),
+                None => Component::new(&engine, bytes).map(|c| (c, Origin::Compiled)),
             }
             .map_err(|e| format!("{e:#}"))
         })
@@ -324,10 +387,11 @@ impl Sandbox {
         source: &(dyn Fn() -> Result<Vec<u8>, String> + Send + Sync),
     ) -> Result<(Component, Origin), SandboxError> {
         cell.get_or_init(|| {
+            let engine = self.runtime()?.engine;
             if let Some(component) = self
                 .cache
                 .as_ref()
-                .and_then(|c| c.load_cached(&self.engine, digest))
+                .and_then(|c| c.load_cached(&engine, &self.key, digest))
             {
                 return Ok((component, Origin::Cache));
             }
@@ -339,8 +403,8 @@ impl Sandbox {
                 ));
             }
             match &self.cache {
-                Some(cache) => cache.load_or_compile(&self.engine, &bytes, digest),
-                None => Component::new(&self.engine, &bytes).map(|c| (c, Origin::Compiled)),
+                Some(cache) => cache.load_or_compile(&engine, &self.key, &bytes, digest),
+                None => Component::new(&engine, &bytes).map(|c| (c, Origin::Compiled)),
             }
             .map_err(|e| format!("{e:#}"))
         })
@@ -359,13 +423,14 @@ impl Sandbox {
     ) -> Result<Interfaces, SandboxError> {
         let (component, _) = self.compile(bytes, digest)?;
         let ty = component.component_type();
+        let engine = component.engine();
         Ok(Interfaces {
             imports: ty
-                .imports(&self.engine)
+                .imports(engine)
                 .map(|(name, _)| name.to_string())
                 .collect(),
             exports: ty
-                .exports(&self.engine)
+                .exports(engine)
                 .map(|(name, _)| name.to_string())
                 .collect(),
         })
@@ -375,7 +440,6 @@ impl Sandbox {
 /// A compiled, pre-linked plugin, ready to instantiate; or one whose code
 /// is mapped and pre-linked when its first instance is asked for.
 pub struct PreparedPlugin {
-    engine: Engine,
     pre: tokio::sync::OnceCell<PluginPre<PluginState>>,
     /// Set when `pre` is filled on first use.
     loader: Option<Loader>,
@@ -412,7 +476,7 @@ impl PreparedPlugin {
         let pre = self.pre().await?;
         let mut state = PluginState::new(self.shared.clone()).map_err(SandboxError::Load)?;
         state.fuel_metered = self.fuel;
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(pre.engine(), state);
         store.limiter(|s| s);
         store.epoch_deadline_callback(|ctx| {
             if Instant::now() >= ctx.data().deadline {

@@ -243,12 +243,10 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
 }
 
 fn load_task(conn: &Connection, id: &str) -> rusqlite::Result<Option<Task>> {
-    conn.query_row(
-        &format!("SELECT {TASK_COLUMNS} FROM task WHERE id = ?1"),
-        [id],
-        task_from_row,
-    )
-    .optional()
+    // Cached: every task-bound call reads its task.
+    conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM task WHERE id = ?1"))?
+        .query_row([id], task_from_row)
+        .optional()
 }
 
 const APPROVAL_COLUMNS: &str = "id, task_id, tool, binding, arguments, summary, state, \
@@ -454,7 +452,8 @@ impl Store for SqliteStore {
         // cannot interleave with another process's charge.
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let at = now();
-        let task = load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
+        let mut task =
+            load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
         let writes = charge != Charge::Read;
         if let Some(refusal) = task.refusal(at, tool, writes) {
             return Ok(Err(refusal));
@@ -500,11 +499,10 @@ impl Store for SqliteStore {
             }
             approval = used;
         }
-        tx.execute(
-            "UPDATE task SET calls_used = calls_used + 1 WHERE id = ?1",
-            [task_id],
-        )?;
-        let task = load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
+        tx.prepare_cached("UPDATE task SET calls_used = calls_used + 1 WHERE id = ?1")?
+            .execute([task_id])?;
+        // The write lock is held since the read: nobody else charged.
+        task.calls_used += 1;
         tx.commit()?;
         Ok(Ok(Charged { task, approval }))
     }

@@ -27,7 +27,7 @@ fn call_once(m: &TestManifest, tool: &str) -> (String, String) {
 }
 
 #[tokio::test]
-async fn a_restart_serves_from_the_cache_and_maps_code_at_the_first_call() {
+async fn a_restart_serves_from_the_cache_and_makes_the_engine_and_maps_code_at_the_first_call() {
     let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
     let cold = start_once(&m);
     assert_eq!(cold.matches("origin=Compiled").count(), 2, "{cold}");
@@ -35,8 +35,13 @@ async fn a_restart_serves_from_the_cache_and_maps_code_at_the_first_call() {
     // component is read, compiled, mapped or run before its first call.
     let warm = start_once(&m);
     assert_eq!(warm.matches("origin=Described").count(), 2, "{warm}");
-    let (result, _) = call_once(&m, "helpdesk_ticket_list");
+    // Nor is the engine made, with its instance pool: the first call
+    // makes it.
+    assert!(cold.contains("instance pool ready"), "{cold}");
+    assert!(!warm.contains("instance pool ready"), "{warm}");
+    let (result, log) = call_once(&m, "helpdesk_ticket_list");
     assert!(result.contains("T-"), "{result}");
+    assert!(log.contains("instance pool ready"), "{log}");
     let client = stdio(&m, &[]).await;
     let echo = call(
         &client,

@@ -44,7 +44,7 @@ pub fn wasm(name: &str) -> PathBuf {
         .join(format!("{name}.wasm"));
     assert!(
         path.exists(),
-        "{} is missing: build the plugins first (`just plugins`, or run the suite with `just test`)",
+        "{} is missing: build the plugins first (`just plugins test-plugins`, or run the suite with `just test`)",
         path.display()
     );
     path
