@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use crate::audit::{Audit, CallRecord, Event, record};
-use crate::catalog::{Catalog, CatalogTool, CheckError};
+use crate::catalog::{Catalog, CatalogTool, CheckError, ToolSchema};
 use crate::gate::Refusal;
 use crate::manifest::{InstanceMode, RiskClass, ToolName};
 use crate::metrics::Metrics;
@@ -304,6 +304,17 @@ impl Toolhost {
                 session_reset: false,
             },
         })?;
+        // The output is checked after the plugin acted: a schema that no
+        // longer compiles must refuse the call before it runs, is charged
+        // or uses an approval.
+        if let Some(Err(CheckError::Unusable(reason))) = tool.output.as_ref().map(ToolSchema::ready)
+        {
+            return Err(CallError::Sandbox {
+                tool: tool.name.clone(),
+                error: SandboxError::Load(format!("the output schema: {reason}")),
+                session_reset: false,
+            });
+        }
         let acts = tool.risk != RiskClass::Read;
         let unavailable = |detail: String| CallError::AuditUnavailable {
             tool: tool.name.clone(),

@@ -71,11 +71,7 @@ impl ToolSchema {
     /// Checks `value`; on failure, says where and why in a few lines. The
     /// offending values are not repeated, as they may be huge.
     pub fn check(&self, value: &Value) -> Result<(), CheckError> {
-        let validator = self
-            .validator
-            .get_or_init(|| compile(&self.document))
-            .as_ref()
-            .map_err(|e| CheckError::Unusable(format!("its schema does not compile: {e}")))?;
+        let validator = self.validator()?;
         let mut errors = validator.iter_errors(value).peekable();
         if errors.peek().is_none() {
             return Ok(());
@@ -98,6 +94,22 @@ impl ToolSchema {
             lines.push(format!("… and {} more", total - lines.len()));
         }
         Err(CheckError::Mismatch(lines.join("; ")))
+    }
+}
+
+impl ToolSchema {
+    /// Compiles the schema if it is not yet: a caller that will check a
+    /// value only after acting (the output of a call) asks first, so a
+    /// schema that no longer compiles refuses the call before it runs.
+    pub fn ready(&self) -> Result<(), CheckError> {
+        self.validator().map(|_| ())
+    }
+
+    fn validator(&self) -> Result<&jsonschema::Validator, CheckError> {
+        self.validator
+            .get_or_init(|| compile(&self.document))
+            .as_ref()
+            .map_err(|e| CheckError::Unusable(format!("its schema does not compile: {e}")))
     }
 }
 
@@ -149,9 +161,11 @@ mod tests {
             Err(SchemaError::Invalid(_))
         ));
         let schema = ToolSchema::parse_accepted(broken).unwrap();
+        assert!(matches!(schema.ready(), Err(CheckError::Unusable(_))));
         for value in [json!({}), json!({"a": 1})] {
             assert!(matches!(schema.check(&value), Err(CheckError::Unusable(_))));
         }
+        assert!(ToolSchema::parse_accepted(TICKET).unwrap().ready().is_ok());
         // Its shape is still checked at once.
         assert!(matches!(
             ToolSchema::parse_accepted(r#"{"type":"array"}"#),

@@ -222,7 +222,10 @@ impl ComponentCache {
         let mut hasher = ShaHasher(Sha256::new());
         entry_key(key, digest).hash(&mut hasher);
         context.hash(&mut hasher);
-        "described-v1".hash(&mut hasher);
+        // v2: a record is kept only once its plugin passed the declaration,
+        // schema and hidden-text checks (a later start takes its schemas as
+        // accepted); v1 records were kept before those checks.
+        "described-v2".hash(&mut hasher);
         self.dir.join(format!(
             "{}.described.json",
             hex::encode(hasher.0.finalize())
