@@ -1,8 +1,9 @@
 //! Targets that hold one section's figure against another's from the same
 //! run (this machine's speed drifts by several times within a day, so the
 //! footprint issue sets its CPU targets as ratios): the server's CPU per
-//! stdio call against the in-process floor, and per HTTP session call
-//! against stdio. A target whose other figure's section did not run is
+//! stdio call against the in-process floor, per task-bound call against an
+//! unbound one, per stateless HTTP request against a session call at the
+//! same load, and per HTTP session call against stdio. A target whose other figure's section did not run is
 //! left out.
 
 use std::time::Duration;
@@ -15,6 +16,16 @@ pub fn apply(figures: &mut [Figure]) {
         hold(figures, "stdio.cpu", floor, 6.0, what);
         for key in ["stdio.4", "stdio.16", "stdio.64"] {
             hold(figures, key, floor, 4.0, what);
+        }
+    }
+    if let Some(unbound) = find(figures, "stdio.cpu").and_then(|f| f.cpu_per_call) {
+        hold(figures, "stdio.bound", unbound, 1.5, "an unbound call");
+    }
+    for clients in [1, 4, 16, 64] {
+        let sessions = format!("http.sessions.{clients}");
+        if let Some(session) = find(figures, &sessions).and_then(|f| f.cpu_per_call) {
+            let stateless = format!("http.stateless.{clients}");
+            hold(figures, &stateless, session, 1.5, "a session call");
         }
     }
     for (http, stdio, what) in [

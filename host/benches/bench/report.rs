@@ -80,7 +80,7 @@ pub struct Figure {
     /// the footprint issue's ratio may both apply).
     pub targets: Vec<Target>,
     /// A name other sections' ratios find this figure by.
-    pub key: Option<&'static str>,
+    pub key: Option<String>,
 }
 
 impl Figure {
@@ -118,8 +118,8 @@ impl Figure {
         self
     }
 
-    pub fn key(mut self, key: &'static str) -> Figure {
-        self.key = Some(key);
+    pub fn key(mut self, key: impl Into<String>) -> Figure {
+        self.key = Some(key.into());
         self
     }
 
@@ -156,7 +156,7 @@ impl Figure {
 
 /// The figure `key` names, if its section ran.
 pub fn find<'a>(figures: &'a mut [Figure], key: &str) -> Option<&'a mut Figure> {
-    figures.iter_mut().find(|f| f.key == Some(key))
+    figures.iter_mut().find(|f| f.key.as_deref() == Some(key))
 }
 
 /// The table, as markdown.

@@ -179,3 +179,43 @@ async fn a_first_call_that_cannot_load_the_code_fails_and_the_next_one_tries_aga
     assert_eq!(listed.is_error, Some(false), "{listed:?}");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_accepted_output_schema_that_no_longer_compiles_refuses_the_call_before_it_runs() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    start_once(&m);
+    // What a later start takes as accepted, changed as a validator that no
+    // longer compiles the schema would see it (a string where the
+    // meta-schema wants a number).
+    let cache = m.path.parent().unwrap().join(".toolhost/cache/components");
+    let record = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".described.json"))
+        .expect("the helpdesk's description record");
+    let mut described: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    let tool = described["tools"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|t| t["name"] == "helpdesk_ticket_list")
+        .expect("helpdesk_ticket_list is described");
+    tool["output_schema"] = serde_json::json!(r#"{"type":"object","minProperties":"1"}"#);
+    std::fs::write(&record, serde_json::to_vec(&described).unwrap()).unwrap();
+
+    let client = stdio(&m, &[]).await;
+    // Refused as a plugin that cannot load, before it runs (the reason is
+    // in the host's log, not told to the model); a schema found broken only
+    // after the call would read `invalid_output`.
+    let error = refused(&client, "helpdesk_ticket_list", serde_json::json!({})).await;
+    assert_eq!(error["code"], "plugin_trap", "{error}");
+    // The other tools of the plugin are served.
+    ok(
+        &client,
+        "helpdesk_ticket_get",
+        serde_json::json!({ "key": "T-1041" }),
+    )
+    .await;
+    client.cancel().await.unwrap();
+}
