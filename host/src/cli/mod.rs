@@ -97,12 +97,13 @@ pub enum LintFormat {
 impl Cli {
     /// How many worker threads the async runtime gets when serving: one per
     /// core unless `--workers` says otherwise. One worker serves a stdio
-    /// session with about a quarter less CPU per call (no futex wake and
-    /// context switch for each hand-off between the request, handler and
-    /// writer tasks), but a plugin call that computes for long then shares
-    /// that thread with the session's other calls, each of which waits for
-    /// the running guest's next epoch tick (about 20 ms measured). With one
-    /// worker per core a spinning plugin leaves the other workers free.
+    /// session with about a fifth less CPU per call (no futex wake and
+    /// context switch for each hand-off between rmcp's loop, the request's
+    /// handler task and the task that sends its answer), but a plugin call
+    /// that computes for long then shares that thread with the session's
+    /// other calls, each of which waits for the running guest's next epoch
+    /// tick (about 20 ms measured). With one worker per core a spinning
+    /// plugin leaves the other workers free.
     /// Other commands make a handful of calls and take tokio's default.
     pub fn runtime_workers(&self) -> Option<usize> {
         match &self.command {
