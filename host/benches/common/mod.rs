@@ -281,6 +281,21 @@ pub fn rss_bytes(pid: u32) -> u64 {
     kib << 10
 }
 
+/// Proportional resident memory of a process, from /proc: each resident
+/// page divided by the number of mappings that share it. A page mapped
+/// many times (a component's data image, copy-on-write in every
+/// instance's memory) counts once here but once per mapping in RSS.
+pub fn pss_bytes(pid: u32) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
+    let kib: u64 = rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("Pss in /proc/PID/smaps_rollup");
+    kib << 10
+}
+
 /// What the benches' manifests accept of the test fixture's catch-all
 /// fault tool (see docs/lint.md).
 pub const FAULT_RUN_ALLOW: &str = "lint_allow = { name-vague-verb = \"test fixture: runs the fault its argument names\", action-switch = \"test fixture: one tool for every fault, reads and writes alike\" }";

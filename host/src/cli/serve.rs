@@ -396,7 +396,9 @@ async fn serve_recorded(
         if args.stdio {
             tracing::info!(%bound, console = %public_url, "admin API and console listening");
         } else {
-            println!("toolhost admin API at http://{bound}/v1 and console at {public_url}/");
+            announce(&format!(
+                "toolhost admin API at http://{bound}/v1 and console at {public_url}/"
+            ));
         }
         let stopped = stop.clone().cancelled_owned();
         tokio::spawn(async move {
@@ -442,7 +444,9 @@ async fn serve_recorded(
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = server.local_addr()?;
-    println!("toolhost serving {tools} tools at http://{bound}/mcp");
+    announce(&format!(
+        "toolhost serving {tools} tools at http://{bound}/mcp"
+    ));
     if let Some(console) = &console {
         console.set_mcp_url(format!("http://{bound}/mcp"));
     }
@@ -452,6 +456,18 @@ async fn serve_recorded(
     served?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Prints where the host listens, for whoever started it. A stdout nobody
+/// reads any more (a supervisor that closed it, `| head -1`) must not stop
+/// a host that is already serving, as `println!` would by panicking: the
+/// failed line goes to the log instead.
+fn announce(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        tracing::warn!("cannot print to stdout ({e}): {line}");
+    }
 }
 
 /// How long a stopping host waits for calls still running, so their
