@@ -271,14 +271,7 @@ impl Peer {
 
 /// Resident memory of a process, from /proc.
 pub fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS in /proc/PID/status");
-    kib << 10
+    proc_kib(&format!("/proc/{pid}/status"), "VmRSS:") << 10
 }
 
 /// Proportional resident memory of a process, from /proc: each resident
@@ -286,14 +279,17 @@ pub fn rss_bytes(pid: u32) -> u64 {
 /// many times (a component's data image, copy-on-write in every
 /// instance's memory) counts once here but once per mapping in RSS.
 pub fn pss_bytes(pid: u32) -> u64 {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
-    let kib: u64 = rollup
-        .lines()
-        .find_map(|l| l.strip_prefix("Pss:"))
+    proc_kib(&format!("/proc/{pid}/smaps_rollup"), "Pss:") << 10
+}
+
+/// The KiB figure on the line of `file` that starts with `key`.
+fn proc_kib(file: &str, key: &str) -> u64 {
+    let text = std::fs::read_to_string(file).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .expect("Pss in /proc/PID/smaps_rollup");
-    kib << 10
+        .unwrap_or_else(|| panic!("{key} in {file}"))
 }
 
 /// What the benches' manifests accept of the test fixture's catch-all
