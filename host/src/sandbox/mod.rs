@@ -157,13 +157,11 @@ fn engine_config(settings: &EngineSettings, allocation: Allocation) -> Config {
             .max_memory_size(usize::try_from(settings.largest_memory).unwrap_or(usize::MAX))
             .linear_memory_keep_resident(64 << 10)
             .table_keep_resident(16 << 10)
-            // Where the kernel can say which pages an instance wrote
-            // (PAGEMAP_SCAN, Linux 6.7), a freed slot restores just those,
-            // up to the keep-resident size, instead of zeroing the first
-            // 64 KiB (the bottom of a Rust guest's stack, which it rarely
-            // touches) and unmapping the rest, which the next instance must
-            // fault in again. Elsewhere wasmtime keeps the old way.
-            .pagemap_scan(wasmtime::Enabled::Auto);
+            // Not wasmtime's `pagemap_scan`, though it made stateless calls
+            // 0.5-0.7x the CPU (docs/performance.md): it restores only the
+            // written pages that are present, so one swapped out or being
+            // migrated when the slot is freed would reach the next tenant.
+            .pagemap_scan(wasmtime::Enabled::No);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     config.epoch_interruption(true);
