@@ -344,7 +344,7 @@ pub fn save(store: &mut impl Store, a: SaveArgs, now: u64) -> Result<Saved, Note
     // Only an update replaces a note; a create replaces at most a stale
     // marker, which holds no text.
     let kept = match &replaced {
-        Some(old) => Some(keep_replaced(store, old, now)?),
+        Some(old) => Some(keep_replaced(store, old, now, expected_raw.as_deref())?),
         None => None,
     };
     // The exact text read is the condition: if anyone wrote in between,
@@ -371,18 +371,29 @@ pub fn save(store: &mut impl Store, a: SaveArgs, now: u64) -> Result<Saved, Note
 }
 
 /// Stores the note a save replaces, with the time it was replaced, under a
-/// history key of its own, and returns the key.
-fn keep_replaced(store: &mut impl Store, old: &Note, now: u64) -> Result<String, NoteError> {
+/// history key of its own, and returns the key. `raw` is the note's text as
+/// the save read it.
+fn keep_replaced(
+    store: &mut impl Store,
+    old: &Note,
+    now: u64,
+    raw: Option<&str>,
+) -> Result<String, NoteError> {
     let mut copy = serde_json::to_value(old).map_err(|e| NoteError::BadArguments(e.to_string()))?;
     copy["replaced_at"] = json!(rfc3339(now));
     let keys =
         (now..now + COPY_KEY_TRIES).map(|secs| note::history_key(&old.slug, old.version, secs));
-    write_copy(
-        store,
-        keys,
-        &copy.to_string(),
-        "too many saves of this note at once",
-    )
+    match write_copy(store, keys, &copy.to_string())? {
+        Some(key) => Ok(key),
+        None => Err(no_copy_key(
+            store,
+            &old.slug,
+            raw,
+            now,
+            Attempt::Save,
+            "too many saves of this note at once",
+        )),
+    }
 }
 
 /// Moves a note to the trash.
@@ -421,12 +432,16 @@ pub fn delete(store: &mut impl Store, a: DeleteArgs, now: u64) -> Result<Trashed
     copy["deleted_at"] = json!(rfc3339(now));
     let copy = copy.to_string();
     let keys = (now..now + COPY_KEY_TRIES).map(|secs| note::trash_key(&slug, secs));
-    let trash = write_copy(
-        store,
-        keys,
-        &copy,
-        "too many deletions of this note at once",
-    )?;
+    let Some(trash) = write_copy(store, keys, &copy)? else {
+        return Err(no_copy_key(
+            store,
+            &slug,
+            Some(raw.as_str()),
+            now,
+            Attempt::Delete,
+            "too many deletions of this note at once",
+        ));
+    };
 
     let key = note::note_key(&slug);
     if !store.compare_and_set(&key, Some(&raw), &note::marker(now))? {
@@ -448,20 +463,39 @@ pub fn delete(store: &mut impl Store, a: DeleteArgs, now: u64) -> Result<Trashed
 }
 
 /// Stores `copy` under the first of `keys` that is absent and returns that
-/// key. Each try is a compare-and-set on an absent key, so no kept copy is
-/// ever overwritten.
+/// key, or `None` if every one is taken. Each try is a compare-and-set on an
+/// absent key, so no kept copy is ever overwritten.
 fn write_copy(
     store: &mut impl Store,
     keys: impl IntoIterator<Item = String>,
     copy: &str,
-    busy: &str,
-) -> Result<String, NoteError> {
+) -> Result<Option<String>, NoteError> {
     for key in keys {
         if store.compare_and_set(&key, None, copy)? {
-            return Ok(key);
+            return Ok(Some(key));
         }
     }
-    Err(NoteError::Unavailable(busy.into()))
+    Ok(None)
+}
+
+/// Why a save or delete found every copy key taken. That many copies of the
+/// same version within seconds means that many calls replacing it at once,
+/// and only one of them can succeed: if the note is no longer the text this
+/// call read, one did, and this call lost the race like any other loser.
+/// Otherwise the others are still under way and a retry may get through.
+fn no_copy_key(
+    store: &mut impl Store,
+    slug: &str,
+    raw: Option<&str>,
+    now: u64,
+    attempt: Attempt,
+    busy: &str,
+) -> NoteError {
+    match store.get(&note::note_key(slug)) {
+        Ok(current) if current.as_deref() != raw => lost_race(store, slug, now, attempt),
+        Ok(_) => NoteError::Unavailable(busy.into()),
+        Err(e) => e.into(),
+    }
 }
 
 /// Removes the trash or history entries kept 30 days. Only an operator

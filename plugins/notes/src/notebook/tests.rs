@@ -306,6 +306,101 @@ fn a_concurrent_save_wins_and_the_loser_is_told() {
     assert_eq!(m.map[&their_copy], "their copy of v1");
 }
 
+/// Takes every key a save or delete at `now` would copy `slug`'s
+/// version 1 into, as that many other calls replacing it would.
+fn take_copy_keys(m: &mut Memory, key: fn(&str, u64) -> String, now: u64) {
+    for secs in now..now + COPY_KEY_TRIES {
+        m.map
+            .insert(key("runbook", secs), "another call's copy".into());
+    }
+}
+
+fn history_v1(slug: &str, secs: u64) -> String {
+    note::history_key(slug, 1, secs)
+}
+
+#[test]
+fn a_save_with_every_copy_key_taken_lost_the_race_if_the_note_changed() {
+    let mut m = Memory::default();
+    save_note(&mut m, "runbook", "v1", None, T0).unwrap();
+    take_copy_keys(&mut m, history_v1, T0 + 5);
+    let theirs = m.map["note/runbook"]
+        .replace("\"v1\"", "\"theirs\"")
+        .replace("\"version\":1", "\"version\":2");
+    let mut once = Some(theirs);
+    m.before_write = Some(Box::new(move |map| {
+        // One of the others lands while this save looks for a free key.
+        if let Some(v) = once.take() {
+            map.insert("note/runbook".into(), v);
+        }
+    }));
+    let keys_before = m.keys("");
+    let e = save_note(&mut m, "runbook", "mine", Some(1), T0 + 5).unwrap_err();
+    assert_eq!(e.code(), "conflict", "{e}");
+    assert!(e.to_string().contains("version 2"), "{e}");
+    assert_eq!(m.keys(""), keys_before, "nothing was written");
+    let got = call(
+        &mut m,
+        "notes_note_get",
+        json!({ "slug": "runbook" }),
+        T0 + 5,
+    )
+    .unwrap();
+    assert_eq!(got["body"], "theirs");
+}
+
+#[test]
+fn a_save_with_every_copy_key_taken_may_retry_if_the_note_is_unchanged() {
+    let mut m = Memory::default();
+    save_note(&mut m, "runbook", "v1", None, T0).unwrap();
+    take_copy_keys(&mut m, history_v1, T0 + 5);
+    let keys_before = m.keys("");
+    let e = save_note(&mut m, "runbook", "mine", Some(1), T0 + 5).unwrap_err();
+    assert_eq!(e.code(), "state_unavailable", "{e}");
+    assert!(e.retryable());
+    assert!(e.to_string().contains("too many saves"), "{e}");
+    assert_eq!(m.keys(""), keys_before, "nothing was written");
+    // Once the seconds those keys stand for are past, the save goes through.
+    save_note(&mut m, "runbook", "mine", Some(1), T0 + 15).unwrap();
+}
+
+#[test]
+fn a_delete_with_every_trash_key_taken_lost_the_race_if_the_note_changed() {
+    let mut m = Memory::default();
+    save_note(&mut m, "runbook", "v1", None, T0).unwrap();
+    take_copy_keys(&mut m, note::trash_key, T0 + 5);
+    let e = call(
+        &mut m,
+        "notes_note_delete",
+        json!({ "slug": "runbook", "expected_version": 1 }),
+        T0 + 5,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "state_unavailable", "{e}");
+    // This time a save lands while the delete looks for a free key: the
+    // delete lost the race.
+    let theirs = m.map["note/runbook"]
+        .replace("\"v1\"", "\"theirs\"")
+        .replace("\"version\":1", "\"version\":2");
+    let mut once = Some(theirs);
+    m.before_write = Some(Box::new(move |map| {
+        if let Some(v) = once.take() {
+            map.insert("note/runbook".into(), v);
+        }
+    }));
+    let keys_before = m.keys("");
+    let e = call(
+        &mut m,
+        "notes_note_delete",
+        json!({ "slug": "runbook", "expected_version": 1 }),
+        T0 + 5,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "conflict", "{e}");
+    assert!(e.to_string().contains("version 2"), "{e}");
+    assert_eq!(m.keys(""), keys_before, "nothing was written");
+}
+
 #[test]
 fn delete_moves_to_trash_and_purges_old_entries() {
     let mut m = Memory::default();
