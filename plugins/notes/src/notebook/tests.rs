@@ -306,13 +306,27 @@ fn a_concurrent_save_wins_and_the_loser_is_told() {
     assert_eq!(m.map[&their_copy], "their copy of v1");
 }
 
-/// Takes every key a save or delete at `now` would copy `slug`'s
-/// version 1 into, as that many other calls replacing it would.
+/// Takes every key that a save or delete of `runbook` at `now` would keep
+/// its copy under (`key` names them), as that many other calls would.
 fn take_copy_keys(m: &mut Memory, key: fn(&str, u64) -> String, now: u64) {
     for secs in now..now + COPY_KEY_TRIES {
         m.map
             .insert(key("runbook", secs), "another call's copy".into());
     }
+}
+
+/// Stages another call's save of version 2 ("theirs") of `runbook`, at
+/// version 1 now, just before this call's next write.
+fn theirs_lands_at_the_next_write(m: &mut Memory) {
+    let theirs = m.map["note/runbook"]
+        .replace("\"v1\"", "\"theirs\"")
+        .replace("\"version\":1", "\"version\":2");
+    let mut once = Some(theirs);
+    m.before_write = Some(Box::new(move |map| {
+        if let Some(v) = once.take() {
+            map.insert("note/runbook".into(), v);
+        }
+    }));
 }
 
 fn history_v1(slug: &str, secs: u64) -> String {
@@ -324,16 +338,8 @@ fn a_save_with_every_copy_key_taken_lost_the_race_if_the_note_changed() {
     let mut m = Memory::default();
     save_note(&mut m, "runbook", "v1", None, T0).unwrap();
     take_copy_keys(&mut m, history_v1, T0 + 5);
-    let theirs = m.map["note/runbook"]
-        .replace("\"v1\"", "\"theirs\"")
-        .replace("\"version\":1", "\"version\":2");
-    let mut once = Some(theirs);
-    m.before_write = Some(Box::new(move |map| {
-        // One of the others lands while this save looks for a free key.
-        if let Some(v) = once.take() {
-            map.insert("note/runbook".into(), v);
-        }
-    }));
+    // One of the others lands while this save looks for a free key.
+    theirs_lands_at_the_next_write(&mut m);
     let keys_before = m.keys("");
     let e = save_note(&mut m, "runbook", "mine", Some(1), T0 + 5).unwrap_err();
     assert_eq!(e.code(), "conflict", "{e}");
@@ -379,15 +385,7 @@ fn a_delete_with_every_trash_key_taken_lost_the_race_if_the_note_changed() {
     assert_eq!(e.code(), "state_unavailable", "{e}");
     // This time a save lands while the delete looks for a free key: the
     // delete lost the race.
-    let theirs = m.map["note/runbook"]
-        .replace("\"v1\"", "\"theirs\"")
-        .replace("\"version\":1", "\"version\":2");
-    let mut once = Some(theirs);
-    m.before_write = Some(Box::new(move |map| {
-        if let Some(v) = once.take() {
-            map.insert("note/runbook".into(), v);
-        }
-    }));
+    theirs_lands_at_the_next_write(&mut m);
     let keys_before = m.keys("");
     let e = call(
         &mut m,
