@@ -6,10 +6,6 @@ mod error;
 
 use std::collections::BTreeMap;
 
-#[cfg(test)]
-use serde::Serialize;
-#[cfg(test)]
-use serde_json::Value;
 use serde_json::json;
 
 pub use args::{
@@ -44,14 +40,10 @@ pub const TAGS_LISTED_MAX: usize = 1_000;
 pub const COUNT_MAX: u64 = 1_000_000;
 /// A second copy with the same name within the same second needs another
 /// key (a note deleted, created again and deleted again; or created again
-/// and updated from the same version again); the next free second is taken,
-/// a few at most.
+/// and updated from the same version again; or several calls replacing the
+/// same version at once); the next free second is taken, a few at most
+/// (`no_copy_key` says what finding none means).
 const COPY_KEY_TRIES: u64 = 10;
-
-#[cfg(test)]
-fn parse<T: serde::de::DeserializeOwned>(args: &Value) -> Result<T, NoteError> {
-    T::deserialize(args).map_err(|e| NoteError::BadArguments(e.to_string()))
-}
 
 /// The host checked the slug against the schema already; it is checked
 /// again because it becomes part of a storage key, and a slug with `/` or
@@ -64,27 +56,6 @@ fn checked_slug(slug: String) -> Result<String, NoteError> {
             "slug {slug:?} must be 1 to 64 lowercase letters, digits or hyphens, not starting \
              with a hyphen"
         )))
-    }
-}
-
-/// Runs `tool` with `args` at the Unix time `now`, as the component does.
-#[cfg(test)]
-pub fn dispatch(
-    store: &mut impl Store,
-    tool: &str,
-    args: &Value,
-    now: u64,
-) -> Result<Value, NoteError> {
-    fn value<T: Serialize>(r: Result<T, NoteError>) -> Result<Value, NoteError> {
-        r.map(|v| serde_json::to_value(v).expect("results are JSON"))
-    }
-    match tool {
-        "notes_note_search" => value(search(store, parse(args)?, now)),
-        "notes_note_get" => value(get(store, parse(args)?, now)),
-        "notes_note_list" => value(list(store, parse(args)?, now)),
-        "notes_note_save" => value(save(store, parse(args)?, now)),
-        "notes_note_delete" => value(delete(store, parse(args)?, now)),
-        other => panic!("no tool {other}"),
     }
 }
 

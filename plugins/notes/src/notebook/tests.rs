@@ -1,4 +1,6 @@
 use super::*;
+use serde::Serialize;
+use serde_json::Value;
 
 type Hook = Box<dyn FnMut(&mut BTreeMap<String, String>)>;
 
@@ -64,6 +66,30 @@ impl Store for Memory {
 
 const T0: u64 = 1_767_225_600; // 2026-01-01T00:00:00Z
 
+fn parse<T: serde::de::DeserializeOwned>(args: &Value) -> Result<T, NoteError> {
+    T::deserialize(args).map_err(|e| NoteError::BadArguments(e.to_string()))
+}
+
+/// Runs `tool` with `args` at the Unix time `now`, as the component does.
+fn dispatch(
+    store: &mut impl Store,
+    tool: &str,
+    args: &Value,
+    now: u64,
+) -> Result<Value, NoteError> {
+    fn value<T: Serialize>(r: Result<T, NoteError>) -> Result<Value, NoteError> {
+        r.map(|v| serde_json::to_value(v).expect("results are JSON"))
+    }
+    match tool {
+        "notes_note_search" => value(search(store, parse(args)?, now)),
+        "notes_note_get" => value(get(store, parse(args)?, now)),
+        "notes_note_list" => value(list(store, parse(args)?, now)),
+        "notes_note_save" => value(save(store, parse(args)?, now)),
+        "notes_note_delete" => value(delete(store, parse(args)?, now)),
+        other => panic!("no tool {other}"),
+    }
+}
+
 fn call(m: &mut Memory, tool: &str, args: Value, now: u64) -> Result<Value, NoteError> {
     dispatch(m, tool, &args, now)
 }
@@ -83,6 +109,23 @@ fn save_note(
     call(m, "notes_note_save", args, now)
 }
 
+fn delete_note(
+    m: &mut Memory,
+    slug: &str,
+    expected: Option<u64>,
+    now: u64,
+) -> Result<Value, NoteError> {
+    let mut args = json!({ "slug": slug });
+    if let Some(v) = expected {
+        args["expected_version"] = json!(v);
+    }
+    call(m, "notes_note_delete", args, now)
+}
+
+fn get_note(m: &mut Memory, slug: &str, now: u64) -> Result<Value, NoteError> {
+    call(m, "notes_note_get", json!({ "slug": slug }), now)
+}
+
 fn code(r: Result<Value, NoteError>) -> &'static str {
     r.expect_err("expected an error").code()
 }
@@ -100,13 +143,7 @@ fn create_update_and_get() {
         r,
         json!({ "slug": "runbook", "version": 2, "created": false })
     );
-    let got = call(
-        &mut m,
-        "notes_note_get",
-        json!({ "slug": "runbook" }),
-        T0 + 61,
-    )
-    .unwrap();
+    let got = get_note(&mut m, "runbook", T0 + 61).unwrap();
     assert_eq!(got["body"], "v2");
     assert_eq!(got["version"], 2);
     assert_eq!(got["created_at"], "2026-01-01T00:00:00Z");
@@ -142,13 +179,7 @@ fn an_update_keeps_the_version_it_replaces() {
         .remove(&note::history_key("runbook", 1, T0 + 60))
         .unwrap();
     m.map.insert("note/runbook".into(), copy);
-    let got = call(
-        &mut m,
-        "notes_note_get",
-        json!({ "slug": "runbook" }),
-        T0 + 180,
-    )
-    .unwrap();
+    let got = get_note(&mut m, "runbook", T0 + 180).unwrap();
     assert_eq!(got["body"], "v1");
     assert_eq!(got["version"], 1);
     assert!(got.get("replaced_at").is_none());
@@ -165,13 +196,7 @@ fn an_update_keeps_the_version_it_replaces() {
     // Versions start over when a deleted note is created again, so the
     // same version can be replaced twice in one second; both are kept.
     for _ in 0..2 {
-        call(
-            &mut m,
-            "notes_note_delete",
-            json!({ "slug": "runbook" }),
-            T0 + 300,
-        )
-        .unwrap();
+        delete_note(&mut m, "runbook", None, T0 + 300).unwrap();
         save_note(&mut m, "runbook", "new", None, T0 + 300).unwrap();
         save_note(&mut m, "runbook", "newer", Some(1), T0 + 300).unwrap();
     }
@@ -200,13 +225,7 @@ fn saves_and_deletes_purge_history_kept_thirty_days() {
     assert!(m.map.contains_key("history/operator-copy"));
 
     save_note(&mut m, "runbook", "v2", Some(1), T0).unwrap();
-    call(
-        &mut m,
-        "notes_note_delete",
-        json!({ "slug": "runbook" }),
-        T0 + 2 * day,
-    )
-    .unwrap();
+    delete_note(&mut m, "runbook", None, T0 + 2 * day).unwrap();
     assert!(!m.map.contains_key(&young), "a delete purges history too");
     assert_eq!(
         m.keys("history/"),
@@ -266,15 +285,7 @@ fn stale_and_blind_saves_conflict() {
         code(save_note(&mut m, "other", "x", Some(4), T0)),
         "conflict"
     );
-    assert_eq!(
-        code(call(
-            &mut m,
-            "notes_note_get",
-            json!({ "slug": "other" }),
-            T0
-        )),
-        "not_found"
-    );
+    assert_eq!(code(get_note(&mut m, "other", T0)), "not_found");
 }
 
 #[test]
@@ -299,7 +310,7 @@ fn a_concurrent_save_wins_and_the_loser_is_told() {
     let e = save_note(&mut m, "runbook", "mine", Some(1), T0).unwrap_err();
     assert_eq!(e.code(), "conflict");
     assert!(e.to_string().contains("version 2"), "{e}");
-    let got = call(&mut m, "notes_note_get", json!({ "slug": "runbook" }), T0).unwrap();
+    let got = get_note(&mut m, "runbook", T0).unwrap();
     assert_eq!(got["body"], "theirs");
     // This save's own copy of v1 is gone again; theirs is kept.
     assert_eq!(m.keys("history/"), std::slice::from_ref(&their_copy));
@@ -345,13 +356,7 @@ fn a_save_with_every_copy_key_taken_lost_the_race_if_the_note_changed() {
     assert_eq!(e.code(), "conflict", "{e}");
     assert!(e.to_string().contains("version 2"), "{e}");
     assert_eq!(m.keys(""), keys_before, "nothing was written");
-    let got = call(
-        &mut m,
-        "notes_note_get",
-        json!({ "slug": "runbook" }),
-        T0 + 5,
-    )
-    .unwrap();
+    let got = get_note(&mut m, "runbook", T0 + 5).unwrap();
     assert_eq!(got["body"], "theirs");
 }
 
@@ -375,25 +380,13 @@ fn a_delete_with_every_trash_key_taken_lost_the_race_if_the_note_changed() {
     let mut m = Memory::default();
     save_note(&mut m, "runbook", "v1", None, T0).unwrap();
     take_copy_keys(&mut m, note::trash_key, T0 + 5);
-    let e = call(
-        &mut m,
-        "notes_note_delete",
-        json!({ "slug": "runbook", "expected_version": 1 }),
-        T0 + 5,
-    )
-    .unwrap_err();
+    let e = delete_note(&mut m, "runbook", Some(1), T0 + 5).unwrap_err();
     assert_eq!(e.code(), "state_unavailable", "{e}");
     // This time a save lands while the delete looks for a free key: the
     // delete lost the race.
     theirs_lands_at_the_next_write(&mut m);
     let keys_before = m.keys("");
-    let e = call(
-        &mut m,
-        "notes_note_delete",
-        json!({ "slug": "runbook", "expected_version": 1 }),
-        T0 + 5,
-    )
-    .unwrap_err();
+    let e = delete_note(&mut m, "runbook", Some(1), T0 + 5).unwrap_err();
     assert_eq!(e.code(), "conflict", "{e}");
     assert!(e.to_string().contains("version 2"), "{e}");
     assert_eq!(m.keys(""), keys_before, "nothing was written");
@@ -407,13 +400,7 @@ fn delete_moves_to_trash_and_purges_old_entries() {
     m.map
         .insert(note::trash_key("young", T0 - 29 * 86_400), "{}".into());
     save_note(&mut m, "runbook", "v1", None, T0).unwrap();
-    let r = call(
-        &mut m,
-        "notes_note_delete",
-        json!({ "slug": "runbook" }),
-        T0 + 5,
-    )
-    .unwrap();
+    let r = delete_note(&mut m, "runbook", None, T0 + 5).unwrap();
     assert_eq!(r["trashed"], true);
     assert_eq!(r["kept_days"], 30);
     assert!(!m.map.contains_key("note/runbook"));
@@ -428,37 +415,17 @@ fn delete_moves_to_trash_and_purges_old_entries() {
     let copy: Value = serde_json::from_str(&m.map[&note::trash_key("runbook", T0 + 5)]).unwrap();
     assert_eq!(copy["body"], "v1");
     assert_eq!(copy["deleted_at"], "2026-01-01T00:00:05Z");
-    assert_eq!(
-        code(call(
-            &mut m,
-            "notes_note_get",
-            json!({ "slug": "runbook" }),
-            T0 + 6
-        )),
-        "not_found"
-    );
+    assert_eq!(code(get_note(&mut m, "runbook", T0 + 6)), "not_found");
 
     // Deleted, re-created and deleted again in the same second: both copies kept.
     save_note(&mut m, "runbook", "v1 again", None, T0 + 5).unwrap();
-    call(
-        &mut m,
-        "notes_note_delete",
-        json!({ "slug": "runbook" }),
-        T0 + 5,
-    )
-    .unwrap();
+    delete_note(&mut m, "runbook", None, T0 + 5).unwrap();
     assert!(m.map.contains_key(&note::trash_key("runbook", T0 + 6)));
 
     // An operator's restore: the trash copy renamed back.
     let copy = m.map.remove(&note::trash_key("runbook", T0 + 5)).unwrap();
     m.map.insert("note/runbook".into(), copy);
-    let got = call(
-        &mut m,
-        "notes_note_get",
-        json!({ "slug": "runbook" }),
-        T0 + 7,
-    )
-    .unwrap();
+    let got = get_note(&mut m, "runbook", T0 + 7).unwrap();
     assert_eq!(got["body"], "v1");
     assert!(got.get("deleted_at").is_none());
     save_note(&mut m, "runbook", "restored", Some(1), T0 + 8).unwrap();
@@ -470,12 +437,7 @@ fn delete_refuses_a_changed_note_and_keeps_it() {
     save_note(&mut m, "runbook", "v1", None, T0).unwrap();
     save_note(&mut m, "runbook", "v2", Some(1), T0).unwrap();
     assert_eq!(
-        code(call(
-            &mut m,
-            "notes_note_delete",
-            json!({ "slug": "runbook", "expected_version": 1 }),
-            T0
-        )),
+        code(delete_note(&mut m, "runbook", Some(1), T0)),
         "conflict"
     );
     // A save lands between the delete's read and its claim on the note.
@@ -490,13 +452,7 @@ fn delete_refuses_a_changed_note_and_keeps_it() {
             map.insert("note/runbook".into(), theirs.clone());
         }
     }));
-    let e = call(
-        &mut m,
-        "notes_note_delete",
-        json!({ "slug": "runbook" }),
-        T0,
-    )
-    .unwrap_err();
+    let e = delete_note(&mut m, "runbook", None, T0).unwrap_err();
     assert_eq!(e.code(), "conflict");
     assert!(
         e.to_string()
@@ -504,7 +460,7 @@ fn delete_refuses_a_changed_note_and_keeps_it() {
         "{e}"
     );
     m.before_write = None;
-    let got = call(&mut m, "notes_note_get", json!({ "slug": "runbook" }), T0).unwrap();
+    let got = get_note(&mut m, "runbook", T0).unwrap();
     assert_eq!(got["body"], "v3");
     assert!(
         m.map.keys().all(|k| !k.starts_with("trash/")),
@@ -520,15 +476,7 @@ fn markers_block_saves_until_stale() {
         code(save_note(&mut m, "runbook", "x", None, T0 + 1)),
         "conflict"
     );
-    assert_eq!(
-        code(call(
-            &mut m,
-            "notes_note_get",
-            json!({ "slug": "runbook" }),
-            T0
-        )),
-        "not_found"
-    );
+    assert_eq!(code(get_note(&mut m, "runbook", T0)), "not_found");
     let list = call(&mut m, "notes_note_list", json!({}), T0).unwrap();
     assert_eq!(list["total"], 0);
     let later = T0 + note::MARKER_STALE_SECS;
@@ -574,15 +522,7 @@ fn list_sorts_filters_and_counts_tags() {
     .unwrap();
     assert_eq!(r["total"], 2);
     assert_eq!(r["notes"].as_array().unwrap().len(), 1);
-    assert_eq!(
-        code(call(
-            &mut m,
-            "notes_note_get",
-            json!({ "slug": "junk" }),
-            T0
-        )),
-        "note_unreadable"
-    );
+    assert_eq!(code(get_note(&mut m, "junk", T0)), "note_unreadable");
 }
 
 #[test]
@@ -644,8 +584,5 @@ fn slugs_cannot_reach_other_keys() {
         code(save_note(&mut m, "../trash/x", "", None, T0)),
         "invalid_arguments"
     );
-    assert_eq!(
-        code(call(&mut m, "notes_note_get", json!({ "slug": "a@1" }), T0)),
-        "invalid_arguments"
-    );
+    assert_eq!(code(get_note(&mut m, "a@1", T0)), "invalid_arguments");
 }
