@@ -5,9 +5,10 @@
 //! fixture component under 50 names), each with a cold compiled-component
 //! cache (emptied before every run) and a warm one.
 //!
-//! Memory (RSS from /proc): idle after start-up, after 100 000 calls (16 in
-//! flight on one stdio session), and with 1 000 live Streamable HTTP
-//! sessions each holding its own helpdesk instance (with PSS beside it).
+//! Memory (RSS from /proc): idle after start-up (with its anonymous part
+//! beside it), after 100 000 calls (16 in flight on one stdio session),
+//! and with 1 000 live Streamable HTTP sessions each holding its own
+//! helpdesk instance (with PSS beside it).
 //!
 //! The warm start is held against the bench's own do-nothing stdio server
 //! started the same way in the same run. Last, the binary's size with its
@@ -21,7 +22,9 @@ use serde_json::json;
 
 use crate::Bench;
 use crate::client::{Call, Era, HttpClient};
-use crate::common::{FAULT_RUN_ALLOW, HttpHost, Peer, pss_bytes, rss_bytes, scratch_manifest};
+use crate::common::{
+    FAULT_RUN_ALLOW, HttpHost, Peer, anon_bytes, pss_bytes, rss_bytes, scratch_manifest,
+};
 use crate::http::client_runtime;
 use crate::report::{Amount, Figure, Target};
 
@@ -104,10 +107,20 @@ pub fn run(bench: &Bench) -> Vec<Figure> {
         }
     };
     let repeats = if bench.quick { 1 } else { 3 };
+    let (rss, anon): (Vec<u64>, Vec<u64>) = (0..runs).map(|_| idle(bench, &example)).unzip();
     figures.push(memory(
         "idle, example catalog (stdio)".into(),
-        (0..runs).map(|_| idle(bench, &example)).collect(),
+        rss,
         Some(12.0),
+    ));
+    // Beside the target: the rest of an idle host's RSS is pages mapped
+    // from the binary and the C library. How many of those a process maps
+    // depends on the page cache as much as on the host (the kernel maps
+    // whole cached windows and folios around each page it faults in).
+    figures.push(memory(
+        "idle, example catalog (stdio): anonymous (the host's own)".into(),
+        anon,
+        None,
     ));
     figures.push(memory(
         format!("after {calls} calls (stdio, 16 in flight)"),
@@ -238,14 +251,16 @@ pub fn time_to_tools_list(bench: &Bench, manifest: &Path) -> Duration {
     elapsed
 }
 
-fn idle(bench: &Bench, manifest: &Path) -> u64 {
+/// RSS, and its anonymous part, of a host idle after `tools/list`.
+fn idle(bench: &Bench, manifest: &Path) -> (u64, u64) {
     let mut peer = Peer::start(bench.host_command(manifest, None));
     peer.request("tools/list", json!({}));
     std::thread::sleep(Duration::from_millis(500));
-    let rss = rss_bytes(peer.child.id());
+    let pid = peer.child.id();
+    let read = (rss_bytes(pid), anon_bytes(pid));
     drop(peer.stdin);
     peer.child.wait().unwrap();
-    rss
+    read
 }
 
 fn after_calls(bench: &Bench, manifest: &Path, calls: usize) -> u64 {

@@ -274,6 +274,13 @@ pub fn rss_bytes(pid: u32) -> u64 {
     proc_kib(&format!("/proc/{pid}/status"), "VmRSS:") << 10
 }
 
+/// The part of a process's resident memory that is its own (heap, stacks,
+/// written pages), from /proc: RSS without the pages mapped from files,
+/// which the page cache holds once for every process that maps them.
+pub fn anon_bytes(pid: u32) -> u64 {
+    proc_kib(&format!("/proc/{pid}/status"), "RssAnon:") << 10
+}
+
 /// Proportional resident memory of a process, from /proc: each resident
 /// page divided by the number of mappings that share it. A page mapped
 /// many times (a component's data image, copy-on-write in every
