@@ -410,7 +410,12 @@ async fn vet(
         }
     };
     let tools = match_declaration(decl, specs, accepted_before)?;
-    refuse_hidden_text(&tools)?;
+    // A description is kept only once its tools passed this check (see
+    // `ComponentCache::described_path`), in a folder only the host's user
+    // writes, under this host's version: scanning it again finds nothing.
+    if !accepted_before {
+        refuse_hidden_text(&tools)?;
+    }
     if let Some((context, described)) = to_keep {
         sandbox.keep_described(&actual, &context, &described);
     }

@@ -26,6 +26,7 @@ use crate::mcp::{McpCatalog, stdio};
 use crate::operator;
 use crate::operator::admin::{AdminServer, AdminToken};
 use crate::redact::LogRedaction;
+use crate::sandbox::ComponentCache;
 use crate::store::postgres::{CheckpointRow, PostgresStore};
 use crate::store::{self, Store, StoreError};
 use crate::webhook::{Webhook, WebhookError};
@@ -311,7 +312,11 @@ async fn serve_recorded(
     // Refused plugins (a name clash or hidden text refuses one) were logged
     // and are governed by --strict; every other lint error stops the host,
     // since an agent would misread the catalog.
-    let report = lint::lint(&manifest, catalog);
+    // The rules run again only on a catalog this build has not linted.
+    let report = match super::component_cache(&manifest) {
+        Ok(cache) => lint::lint_kept(&manifest, catalog, &KeptReports(cache)),
+        Err(_) => lint::lint(&manifest, catalog),
+    };
     for warning in report.warnings() {
         tracing::warn!("lint: {warning}");
     }
@@ -572,6 +577,20 @@ fn record_catalog(audit: &Audit, manifest: &Manifest, catalog: &catalog::Catalog
             sha256,
             reason: refusal.reason.clone(),
         });
+    }
+}
+
+/// Lint reports kept in the compiled-component cache, beside the code:
+/// like it, they are written by this build of the host alone.
+struct KeptReports(ComponentCache);
+
+impl lint::ReportShelf for KeptReports {
+    fn get(&self, key: &str) -> Option<Vec<u8>> {
+        self.0.kept("lint", key)
+    }
+
+    fn put(&self, key: &str, report: &[u8]) {
+        self.0.keep("lint", key, report);
     }
 }
 

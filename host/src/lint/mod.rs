@@ -7,16 +7,18 @@
 //! write in `lint_allow` and scripts match on, so they never change.
 
 mod descriptions;
+mod kept;
 mod names;
 mod schemas;
 mod texts;
 mod words;
 
+pub use kept::ReportShelf;
 pub use names::risk_of_verb;
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeSet;
 
@@ -25,7 +27,7 @@ use crate::manifest::{Destination, LintSettings, Manifest, RiskClass};
 use crate::text::escape_hidden;
 
 /// How bad a finding is: errors stop `serve`, warnings are logged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Error,
@@ -155,8 +157,16 @@ impl Serialize for Rule {
     }
 }
 
+impl<'de> Deserialize<'de> for Rule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let id = String::deserialize(d)?;
+        Rule::from_id(&id)
+            .ok_or_else(|| serde::de::Error::custom(format!("`{id}` is not a lint rule")))
+    }
+}
+
 /// What is wrong, where, and how to fix it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Finding {
     pub rule: Rule,
     pub severity: Severity,
@@ -166,12 +176,12 @@ pub struct Finding {
     /// Where in the tool: for schema rules a JSON pointer into its input
     /// schema; for text rules a pointer into the tool as `tools/list`
     /// sends it (`/description`, `/inputSchema/properties/key/title`, …).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
     pub message: String,
     pub fix: String,
     /// The manifest's `lint_allow` reason, when the platform team accepted it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed: Option<String>,
 }
 
@@ -205,7 +215,7 @@ impl fmt::Display for Finding {
 }
 
 /// The outcome of linting one catalog.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Report {
     pub findings: Vec<Finding>,
 }
@@ -290,10 +300,16 @@ impl Findings {
 /// are findings themselves; their tools cannot be read, so no other rule
 /// sees them.
 pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
-    let mut findings = Findings { list: Vec::new() };
-    for refusal in &catalog.refusals {
-        refused(&mut findings, refusal);
-    }
+    lint_with(manifest, catalog, None)
+}
+
+/// [`lint`], unless `shelf` kept the report of a catalog whose every input
+/// to the rules was the same; a report made here is kept there.
+pub fn lint_kept(manifest: &Manifest, catalog: &Catalog, shelf: &dyn ReportShelf) -> Report {
+    lint_with(manifest, catalog, Some(shelf))
+}
+
+fn lint_with(manifest: &Manifest, catalog: &Catalog, shelf: Option<&dyn ReportShelf>) -> Report {
     let allowed: Vec<Vec<Destination>> = catalog
         .plugins
         .iter()
@@ -327,8 +343,28 @@ pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
             allowed: &allowed[t.plugin],
         })
         .collect();
-    let plugins = manifest.plugins.iter().map(|p| p.name.as_str()).collect();
-    check_subjects(&mut findings, &subjects, plugins, manifest.lint);
+    let plugins: BTreeSet<&str> = manifest.plugins.iter().map(|p| p.name.as_str()).collect();
+    let kept = shelf.map(|shelf| {
+        let key = kept::key(manifest, &catalog.refusals, &subjects, &plugins);
+        (shelf, key)
+    });
+    if let Some((shelf, key)) = &kept
+        && let Some(report) = shelf
+            .get(key)
+            .and_then(|bytes| serde_json::from_slice::<Report>(&bytes).ok())
+    {
+        tracing::info!(
+            "lint: the catalog is unchanged since a start that linted it; its report is taken as it was"
+        );
+        return report;
+    }
+    let mut findings = Findings { list: Vec::new() };
+    for refusal in &catalog.refusals {
+        refused(&mut findings, refusal);
+    }
+    // Loading refused every plugin whose text holds hidden characters
+    // (reported above as refusals), so a served tool has none to find.
+    check_subjects(&mut findings, &subjects, plugins, manifest.lint, false);
     let mut report = Report {
         findings: findings.list,
     };
@@ -343,21 +379,32 @@ pub fn lint(manifest: &Manifest, catalog: &Catalog) -> Report {
             b.rule,
         ))
     });
+    if let Some((shelf, key)) = kept {
+        shelf.put(
+            &key,
+            &serde_json::to_vec(&report).expect("a report serialises"),
+        );
+    }
     report
 }
 
+/// Runs every rule on `subjects`; `scan_hidden` for tools no load vetted
+/// (a component that is only inspected).
 fn check_subjects<'a>(
     findings: &mut Findings,
     subjects: &[Subject<'a>],
     plugins: BTreeSet<&'a str>,
     settings: LintSettings,
+    scan_hidden: bool,
 ) {
     let view = texts::CatalogView::new(subjects, plugins, settings.max_tool_text_chars);
     for subject in subjects {
         names::check(findings, subject);
         descriptions::check(findings, subject);
         schemas::check(findings, subject);
-        hidden(findings, subject);
+        if scan_hidden {
+            hidden(findings, subject);
+        }
         texts::check(findings, subject, &view);
     }
     names::collisions(findings, subjects);
@@ -430,6 +477,7 @@ pub fn lint_described(tools: &[Described<'_>]) -> Report {
         &subjects,
         BTreeSet::from([plugin]),
         LintSettings::default(),
+        true,
     );
     Report {
         findings: findings.list,

@@ -215,6 +215,28 @@ impl ComponentCache {
         }
     }
 
+    /// A small record another part of the host keeps here under `key`
+    /// (the lint's reports, `kind` "lint"), if this build of the host kept
+    /// it.
+    pub fn kept(&self, kind: &str, key: &str) -> Option<Vec<u8>> {
+        fs::read(self.record_path(kind, key)).ok()
+    }
+
+    /// Keeps a record for [`ComponentCache::kept`]; a failure is logged,
+    /// since it only makes a later start slower.
+    pub fn keep(&self, kind: &str, key: &str, bytes: &[u8]) {
+        if let Err(e) = write_private(&self.record_path(kind, key), bytes) {
+            tracing::warn!("cannot keep a {kind} record in {}: {e}", self.dir.display());
+        }
+    }
+
+    fn record_path(&self, kind: &str, key: &str) -> PathBuf {
+        let mut hasher = ShaHasher(Sha256::new());
+        (build(), kind, key).hash(&mut hasher);
+        let name = hex::encode(hasher.0.finalize());
+        self.dir.join(format!("{name}.{kind}.json"))
+    }
+
     /// Keyed by the code's entry and `context`: everything of the plugin's
     /// declaration that could change what `describe()` returns or whether
     /// it runs (the caller's to assemble: name, file, config, limits, files).
@@ -223,9 +245,10 @@ impl ComponentCache {
         entry_key(key, digest).hash(&mut hasher);
         context.hash(&mut hasher);
         // v2: a record is kept only once its plugin passed the declaration,
-        // schema and hidden-text checks (a later start takes its schemas as
-        // accepted); v1 records were kept before those checks.
-        "described-v2".hash(&mut hasher);
+        // schema and hidden-text checks, and a later start takes them as
+        // passed; v1 records were kept before those checks. The build, so
+        // that a host whose checks changed makes them again.
+        ("described-v2", build()).hash(&mut hasher);
         self.dir.join(format!(
             "{}.described.json",
             hex::encode(hasher.0.finalize())
@@ -290,6 +313,30 @@ fn entry_key(key: &EngineKey, digest: &Sha256Digest) -> String {
     key.0.hash(&mut hasher);
     env!("CARGO_PKG_VERSION").hash(&mut hasher);
     hex::encode(hasher.0.finalize())
+}
+
+/// The running host's build, as far as its file tells builds apart (a new
+/// link of the binary is a new file): records that its checks passed are
+/// taken only by the same build. Empty if the binary cannot be found;
+/// then the version alone is the key.
+fn build() -> &'static str {
+    static BUILD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BUILD.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt;
+        let file = std::env::current_exe().and_then(fs::metadata);
+        match file {
+            Ok(m) => format!(
+                "{} {} {} {} {}.{}",
+                env!("CARGO_PKG_VERSION"),
+                m.dev(),
+                m.ino(),
+                m.len(),
+                m.mtime(),
+                m.mtime_nsec()
+            ),
+            Err(_) => env!("CARGO_PKG_VERSION").to_string(),
+        }
+    })
 }
 
 /// Feeds `Hash` values into SHA-256, which unlike `DefaultHasher` is stable.

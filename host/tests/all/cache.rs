@@ -61,8 +61,8 @@ async fn a_restart_serves_from_the_cache_and_makes_the_engine_and_maps_code_at_t
         .collect();
     assert_eq!(
         entries.len(),
-        6,
-        "code, seal and description per component: {entries:?}"
+        7,
+        "code, seal and description per component, and the catalog's lint report: {entries:?}"
     );
     for entry in entries {
         let mode = std::fs::metadata(&entry).unwrap().permissions().mode();

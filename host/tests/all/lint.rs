@@ -181,6 +181,77 @@ fn serve_refuses_a_catalog_with_lint_errors_and_says_which() {
     );
 }
 
+/// `serve` keeps each report and takes it back only while everything the
+/// rules read is the same: a `lint_allow` or a tool's text changed since
+/// is linted again, and its findings are the new ones.
+#[test]
+fn serve_takes_a_kept_report_only_for_an_unchanged_catalog() {
+    const KEPT: &str = "the catalog is unchanged since a start that linted it";
+    let warned = "warning[intent-collision] fixture_ticket_fetch";
+    let m = catalog("intent-collision");
+    let first = start_and_exit(&m, &[]);
+    assert!(first.success, "{}", first.stderr);
+    assert!(first.stderr.contains(warned), "{}", first.stderr);
+    assert!(!first.stderr.contains(KEPT), "{}", first.stderr);
+    let reports = || {
+        std::fs::read_dir(m.path.parent().unwrap().join(".toolhost/cache/components"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .to_string_lossy()
+                    .ends_with(".lint.json")
+            })
+            .count()
+    };
+    assert_eq!(reports(), 1);
+    // Unchanged: the same findings, from the kept report.
+    let second = start_and_exit(&m, &[]);
+    assert!(second.success, "{}", second.stderr);
+    assert!(second.stderr.contains(warned), "{}", second.stderr);
+    assert!(second.stderr.contains(KEPT), "{}", second.stderr);
+
+    // The platform team accepts the finding: linted again, not warned.
+    let text = std::fs::read_to_string(&m.path).unwrap();
+    let allowed = text.replace(
+        "name = \"fixture_ticket_fetch\"\nrisk = \"read\"",
+        "name = \"fixture_ticket_fetch\"\nrisk = \"read\"\nlint_allow = { intent-collision = \"the two answer different teams\" }",
+    );
+    assert_ne!(allowed, text);
+    std::fs::write(&m.path, &allowed).unwrap();
+    let third = start_and_exit(&m, &[]);
+    assert!(third.success, "{}", third.stderr);
+    assert!(!third.stderr.contains(warned), "{}", third.stderr);
+    assert!(!third.stderr.contains(KEPT), "{}", third.stderr);
+
+    // The plugin's schema opens up: an error now, whatever was kept.
+    let open = allowed.replacen(", \"additionalProperties\": false", "", 1);
+    assert_ne!(open, allowed);
+    std::fs::write(&m.path, &open).unwrap();
+    let fourth = start_and_exit(&m, &[]);
+    assert!(!fourth.success, "{}", fourth.stderr);
+    assert!(
+        fourth
+            .stderr
+            .contains("error[schema-closed] fixture_ticket_get"),
+        "{}",
+        fourth.stderr
+    );
+    // And again from its kept report: still refused.
+    let fifth = start_and_exit(&m, &[]);
+    assert!(!fifth.success, "{}", fifth.stderr);
+    assert!(fifth.stderr.contains(KEPT), "{}", fifth.stderr);
+    assert!(
+        fifth
+            .stderr
+            .contains("error[schema-closed] fixture_ticket_get"),
+        "{}",
+        fifth.stderr
+    );
+    assert_eq!(reports(), 4);
+}
+
 /// `plugin inspect` lints what a component describes, with risk classes
 /// assumed from the verbs, and fails on an error: the fixture's catch-all
 /// `fixture_fault_run` has a vague verb.
