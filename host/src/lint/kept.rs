@@ -86,6 +86,7 @@ mod tests {
 [[plugin]]
 name = "x"
 component = "x.wasm"
+sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
 
 [[plugin.tool]]
 name = "x_thing_get"
