@@ -497,14 +497,21 @@ async fn export_filters_by_time_task_tool_and_risk() {
     assert_eq!(last.len(), 2);
     assert_eq!(last[1]["event"], "host_stopped");
     let mut follow = toolhost()
-        .args(["audit", "tail", "-n", "0", "-f", "--manifest"])
+        .args(["audit", "tail", "-n", "1", "-f", "--manifest"])
         .arg(&m.path)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = std::io::BufReader::new(follow.stdout.take().unwrap());
-    cli(&m, &["task", "revoke", &task.id]);
+    // The newest record first: once it is printed, the follower has read
+    // to the end, so the revocation below is a new record to it (with
+    // `-n 0` a slow start could take it for an old one, and wait forever).
     let mut line = String::new();
+    std::io::BufRead::read_line(&mut lines, &mut line).unwrap();
+    let newest: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(newest["event"], "host_stopped");
+    cli(&m, &["task", "revoke", &task.id]);
+    line.clear();
     std::io::BufRead::read_line(&mut lines, &mut line).unwrap();
     let _ = follow.kill();
     let _ = follow.wait();
