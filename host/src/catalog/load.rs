@@ -412,7 +412,7 @@ async fn vet(
     let tools = match_declaration(decl, specs, accepted_before)?;
     // A description is kept only once its tools passed this check (see
     // `ComponentCache::described_path`), in a folder only the host's user
-    // writes, under this host's version: scanning it again finds nothing.
+    // writes, under this build of the host: scanning it again finds nothing.
     if !accepted_before {
         refuse_hidden_text(&tools)?;
     }

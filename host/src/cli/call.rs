@@ -83,7 +83,7 @@ async fn call_recorded(
         open_store(manifest).await?,
         audit.clone(),
     ));
-    let host = load_host(manifest, store, audit, logs).await?;
+    let (host, _) = load_host(manifest, store, audit, logs).await?;
     if host.catalog.tool(&args.tool).is_none() {
         if let Some((plugin, _)) = manifest.tool(&args.tool)
             && let Some(refusal) = host

@@ -43,7 +43,7 @@ use crate::audit::store::AuditedStore;
 use crate::audit::{Audit, Trail, TrailOptions};
 use crate::manifest::{Manifest, StoreKind};
 use crate::redact::LogRedaction;
-use crate::sandbox::{CacheError, ComponentCache, EngineSettings, Sandbox};
+use crate::sandbox::{ComponentCache, EngineSettings, Sandbox};
 use crate::store::postgres::{PoolSettings, PostgresStore};
 use crate::store::{SqliteStore, Store, TaskState, now, rfc3339};
 
@@ -259,18 +259,14 @@ const CACHE_DIR_VAR: &str = "TOOLHOST_CACHE_DIR";
 /// Python component once). Without a usable cache the host still works; it
 /// compiles at every start.
 fn cached_sandbox(manifest: &Manifest) -> anyhow::Result<Sandbox> {
-    let cache = component_cache(manifest)
+    let cache = match std::env::var_os(CACHE_DIR_VAR) {
+        Some(dir) if !dir.is_empty() => ComponentCache::open_at(std::path::Path::new(&dir)),
+        _ => ComponentCache::open(&manifest.state_dir),
+    };
+    let cache = cache
         .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
         .ok();
     Ok(Sandbox::new(cache, EngineSettings::of(manifest))?)
-}
-
-/// The compiled-component cache [`cached_sandbox`] uses.
-fn component_cache(manifest: &Manifest) -> Result<ComponentCache, CacheError> {
-    match std::env::var_os(CACHE_DIR_VAR) {
-        Some(dir) if !dir.is_empty() => ComponentCache::open_at(std::path::Path::new(&dir)),
-        _ => ComponentCache::open(&manifest.state_dir),
-    }
 }
 
 /// The open task a token belongs to, or why it cannot be used.

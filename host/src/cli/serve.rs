@@ -277,7 +277,8 @@ async fn serve_recorded(
             (env, file) => Some(AdminToken::load(env, file).context("the metrics token")?),
         },
     };
-    let host = Arc::new(load_host(&manifest, store.clone(), &audit, &logs).await?);
+    let (host, cache) = load_host(&manifest, store.clone(), &audit, &logs).await?;
+    let host = Arc::new(host);
     let webhook = match &manifest.approval_webhook {
         None => None,
         Some(hook) => {
@@ -313,9 +314,9 @@ async fn serve_recorded(
     // and are governed by --strict; every other lint error stops the host,
     // since an agent would misread the catalog.
     // The rules run again only on a catalog this build has not linted.
-    let report = match super::component_cache(&manifest) {
-        Ok(cache) => lint::lint_kept(&manifest, catalog, &KeptReports(cache)),
-        Err(_) => lint::lint(&manifest, catalog),
+    let report = match cache {
+        Some(cache) => lint::lint_kept(&manifest, catalog, &KeptReports(cache)),
+        None => lint::lint(&manifest, catalog),
     };
     for warning in report.warnings() {
         tracing::warn!("lint: {warning}");
@@ -518,13 +519,14 @@ async fn stdio_task(
 }
 
 /// The store (every operator decision recorded), the sandbox and the
-/// vetted catalog: everything a call needs.
+/// vetted catalog: everything a call needs; and the compiled-component
+/// cache it loaded from, if usable, where `serve` keeps its lint report.
 pub(super) async fn load_host(
     manifest: &Manifest,
     store: Arc<dyn Store>,
     audit: &Audit,
     logs: &LogRedaction,
-) -> anyhow::Result<Toolhost> {
+) -> anyhow::Result<(Toolhost, Option<ComponentCache>)> {
     let sandbox = cached_sandbox(manifest)?;
     let network = Network::new(manifest, Some(audit.clone()))?;
     // Log lines and records are redacted from here on, before any plugin
@@ -533,7 +535,8 @@ pub(super) async fn load_host(
     audit.redact_with(network.redactor().clone());
     let catalog = catalog::load(manifest, &sandbox, &store, &network).await;
     record_catalog(audit, manifest, &catalog);
-    Ok(Toolhost::new(catalog, store, audit.clone()))
+    let cache = sandbox.cache().cloned();
+    Ok((Toolhost::new(catalog, store, audit.clone()), cache))
 }
 
 /// One record per plugin: loaded (with its tools and the hashes of what

@@ -303,6 +303,11 @@ impl Sandbox {
         }
     }
 
+    /// The compiled-component cache, if the host has a usable one.
+    pub fn cache(&self) -> Option<&ComponentCache> {
+        self.cache.as_ref()
+    }
+
     /// Whether the cache holds compiled code for `digest`.
     pub fn holds(&self, digest: &Sha256Digest) -> bool {
         self.cache

@@ -70,6 +70,34 @@ async fn a_restart_serves_from_the_cache_and_makes_the_engine_and_maps_code_at_t
     }
 }
 
+/// What an earlier start checked and kept (a plugin's description, the
+/// catalog's lint report) is taken only by the same build of the host: a
+/// rebuilt binary (here a copy, which is another file) loads the compiled
+/// code but describes and lints again.
+#[test]
+fn another_build_of_the_host_checks_again_what_an_earlier_one_kept() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    start_once(&m);
+    let warm = start_once(&m);
+    assert!(warm.contains("origin=Described"), "{warm}");
+    assert!(warm.contains("catalog is unchanged"), "{warm}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let rebuilt = dir.path().join("toolhost");
+    std::fs::copy(env!("CARGO_BIN_EXE_toolhost"), &rebuilt).unwrap();
+    let out = std::process::Command::new(&rebuilt)
+        .env("TOOLHOST_LOG", "info")
+        .args(["serve", "--stdio", "--strict", "--manifest"])
+        .arg(&m.path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("origin=Cache"), "{log}");
+    assert!(!log.contains("catalog is unchanged"), "{log}");
+}
+
 #[test]
 fn a_changed_cache_entry_is_recompiled_not_loaded() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
