@@ -161,8 +161,8 @@ pub enum Charge<'a> {
 /// A call the task paid for.
 #[derive(Debug, Clone)]
 pub struct Charged {
-    /// The task after the charge.
-    pub task: Task,
+    /// The task's calls after the charge, this one included.
+    pub calls_used: u64,
     /// The approval a destructive call used up; `None` when the task
     /// pre-approved the tool, and for other calls.
     pub approval: Option<String>,
@@ -398,7 +398,10 @@ pub trait Store: Send + Sync {
     /// Checks that the task is open, grants `tool` (read tools need no
     /// grant), has budget left and, for a destructive call, holds an
     /// approval; then charges the call and uses the approval. One
-    /// transaction: a refusal changes nothing.
+    /// transaction: a refusal changes nothing. A read call, which needs
+    /// only an open task with budget left, is checked and charged by one
+    /// statement; only when that charges nothing does a second transaction
+    /// find out why.
     async fn charge(
         &self,
         task_id: &str,

@@ -448,12 +448,34 @@ impl Store for SqliteStore {
         charge: Charge<'_>,
     ) -> Result<Result<Charged, ChargeRefusal>, StoreError> {
         let mut conn = self.conn();
+        if charge == Charge::Read {
+            // The statement's own transaction holds the write lock from the
+            // check to the charge. This spares a task-bound read the
+            // `BEGIN`, the task's read and the `COMMIT` of the general case;
+            // the lock and the WAL append, most of the cost, remain.
+            let spent: Option<i64> = conn
+                .prepare_cached(
+                    "UPDATE task SET calls_used = calls_used + 1
+                     WHERE id = ?1 AND revoked_at IS NULL AND expires_at > ?2
+                       AND (max_calls IS NULL OR calls_used < max_calls)
+                     RETURNING calls_used",
+                )?
+                .query_row(params![task_id, now()], |r| r.get(0))
+                .optional()?;
+            if let Some(calls_used) = spent {
+                return Ok(Ok(Charged {
+                    calls_used: calls_used as u64,
+                    approval: None,
+                }));
+            }
+            // Closed, spent or unknown: the transaction below says which
+            // (or charges, if the task changed in between).
+        }
         // IMMEDIATE takes the write lock first, so the check and the charge
         // cannot interleave with another process's charge.
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let at = now();
-        let mut task =
-            load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
+        let task = load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
         let writes = charge != Charge::Read;
         if let Some(refusal) = task.refusal(at, tool, writes) {
             return Ok(Err(refusal));
@@ -502,9 +524,11 @@ impl Store for SqliteStore {
         tx.prepare_cached("UPDATE task SET calls_used = calls_used + 1 WHERE id = ?1")?
             .execute([task_id])?;
         // The write lock is held since the read: nobody else charged.
-        task.calls_used += 1;
         tx.commit()?;
-        Ok(Ok(Charged { task, approval }))
+        Ok(Ok(Charged {
+            calls_used: task.calls_used + 1,
+            approval,
+        }))
     }
 
     async fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError> {

@@ -24,6 +24,51 @@ async fn the_sqlite_store_keeps_its_promises() {
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reads_spend_a_budget_exactly_on_either_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = std::sync::Arc::new(SqliteStore::open(dir.path()).unwrap());
+    reads_at_once_spend_exactly_the_budget(sqlite).await;
+    let pg = Postgres::start();
+    let postgres = std::sync::Arc::new(
+        PostgresStore::connect(&pg.url(), PoolSettings::default())
+            .await
+            .unwrap(),
+    );
+    reads_at_once_spend_exactly_the_budget(postgres).await;
+}
+
+/// 40 read charges at once against a budget of 25: each of the 25 that
+/// pass sees a different count, the rest are refused as spent, and the
+/// task ends at exactly 25. An unknown task is an error, not a refusal.
+async fn reads_at_once_spend_exactly_the_budget(store: std::sync::Arc<dyn Store>) {
+    let (task, _) = store.open_task(new_task(Some(25), None)).await.unwrap();
+    let charges = (0..40).map(|_| {
+        let (store, id) = (store.clone(), task.id.clone());
+        tokio::spawn(async move { store.charge(&id, "x_y_get", Charge::Read).await })
+    });
+    let mut counts = Vec::new();
+    let mut spent = 0;
+    for outcome in futures::future::join_all(charges).await {
+        match outcome.unwrap().unwrap() {
+            Ok(charged) => counts.push(charged.calls_used),
+            Err(ChargeRefusal::CallsExhausted { max_calls: 25 }) => spent += 1,
+            Err(other) => panic!("unexpected refusal {other:?}"),
+        }
+    }
+    counts.sort_unstable();
+    assert_eq!(counts, (1..=25).collect::<Vec<u64>>());
+    assert_eq!(spent, 15);
+    let after = store.task(&task.id).await.unwrap().unwrap();
+    assert_eq!(after.calls_used, 25);
+    // A read the one statement cannot charge still gets its reason (a
+    // spent then revoked task: `budget_and_write_rate_are_charged_exactly`).
+    assert!(matches!(
+        store.charge("no-such-task", "x_y_get", Charge::Read).await,
+        Err(StoreError::NoTask(_))
+    ));
+}
+
 #[tokio::test]
 async fn the_postgres_store_keeps_its_promises() {
     let pg = Postgres::start();
@@ -94,20 +139,17 @@ async fn budget_and_write_rate_are_charged_exactly(store: &dyn Store) {
             .unwrap_err(),
         ChargeRefusal::NotGranted
     );
-    assert!(
-        store
+    // Each charge reports the task's calls with itself counted: the write
+    // above was the first.
+    for expected in [2, 3] {
+        let charged = store
             .charge(&task.id, "x_y_get", Charge::Read)
             .await
             .unwrap()
-            .is_ok()
-    );
-    assert!(
-        store
-            .charge(&task.id, "x_y_get", Charge::Read)
-            .await
-            .unwrap()
-            .is_ok()
-    );
+            .unwrap();
+        assert_eq!(charged.calls_used, expected);
+        assert_eq!(charged.approval, None);
+    }
     assert_eq!(
         store
             .charge(&task.id, "x_y_get", Charge::Read)
@@ -280,7 +322,7 @@ async fn a_full_pool_answers_busy_after_its_wait_and_a_cut_connection_charges_no
             Err(other) => panic!("{other:?}"),
         }
     }
-    assert_eq!(charged.expect("charged after the cut").task.calls_used, 1);
+    assert_eq!(charged.expect("charged after the cut").calls_used, 1);
 }
 
 #[tokio::test]
