@@ -116,7 +116,9 @@ impl Task {
     /// Why the task cannot pay for a call of `tool` at time `at` (`writes`:
     /// a write or destructive call), before the write rate and approvals
     /// are looked at; `None` if it can so far. Both backends ask this under
-    /// their lock.
+    /// their lock. For a read, each backend's one-statement charge states
+    /// the same conditions in SQL (`store/sqlite.rs`,
+    /// `store/postgres/operations.rs`): a change here must be made there.
     pub(crate) fn refusal(&self, at: UnixSecs, tool: &str, writes: bool) -> Option<ChargeRefusal> {
         match self.state(at) {
             TaskState::Open => {}

@@ -452,16 +452,24 @@ impl Store for SqliteStore {
             // The statement's own transaction holds the write lock from the
             // check to the charge. This spares a task-bound read the
             // `BEGIN`, the task's read and the `COMMIT` of the general case;
-            // the lock and the WAL append, most of the cost, remain.
-            let spent: Option<i64> = conn
-                .prepare_cached(
-                    "UPDATE task SET calls_used = calls_used + 1
-                     WHERE id = ?1 AND revoked_at IS NULL AND expires_at > ?2
-                       AND (max_calls IS NULL OR calls_used < max_calls)
-                     RETURNING calls_used",
-                )?
-                .query_row(params![task_id, now()], |r| r.get(0))
-                .optional()?;
+            // the lock and the WAL append, most of the cost, remain. The
+            // time is SQLite's (`unixepoch()`, the same clock and whole
+            // seconds as `now()`), read once the lock is held, as the
+            // general case reads it after `BEGIN IMMEDIATE`: a wait for
+            // another process's lock cannot charge a task that expired
+            // meanwhile.
+            let mut spend = conn.prepare_cached(
+                "UPDATE task SET calls_used = calls_used + 1
+                 WHERE id = ?1 AND revoked_at IS NULL AND expires_at > unixepoch()
+                   AND (max_calls IS NULL OR calls_used < max_calls)
+                 RETURNING calls_used",
+            )?;
+            let mut rows = spend.query([task_id])?;
+            let spent: Option<i64> = rows.next()?.map(|r| r.get(0)).transpose()?;
+            // Stepped to its end, where the statement commits: a failed
+            // commit (a full disk) is an error here, not a charge that was
+            // reported and then rolled back.
+            while rows.next()?.is_some() {}
             if let Some(calls_used) = spent {
                 return Ok(Ok(Charged {
                     calls_used: calls_used as u64,

@@ -40,7 +40,11 @@ async fn concurrent_reads_spend_a_budget_exactly_on_either_store() {
 
 /// 40 read charges at once against a budget of 25: each of the 25 that
 /// pass sees a different count, the rest are refused as spent, and the
-/// task ends at exactly 25. An unknown task is an error, not a refusal.
+/// task ends at exactly 25. On SQLite the store's one connection takes them
+/// in turn; `tasks::the_call_budget_is_exhausted_exactly_at_n_across_concurrent_sessions`
+/// has two processes charge one SQLite file. A revoked or expired task
+/// with budget left refuses a read as closed and is not charged; an
+/// unknown task is an error, not a refusal.
 async fn reads_at_once_spend_exactly_the_budget(store: std::sync::Arc<dyn Store>) {
     let (task, _) = store.open_task(new_task(Some(25), None)).await.unwrap();
     let charges = (0..40).map(|_| {
@@ -61,8 +65,28 @@ async fn reads_at_once_spend_exactly_the_budget(store: std::sync::Arc<dyn Store>
     assert_eq!(spent, 15);
     let after = store.task(&task.id).await.unwrap().unwrap();
     assert_eq!(after.calls_used, 25);
-    // A read the one statement cannot charge still gets its reason (a
-    // spent then revoked task: `budget_and_write_rate_are_charged_exactly`).
+    // A task with budget left that is revoked, or expired (extended by
+    // nothing), refuses a read as closed.
+    let (revoked, _) = store.open_task(new_task(Some(25), None)).await.unwrap();
+    let (expired, _) = store.open_task(new_task(Some(25), None)).await.unwrap();
+    for task in [&revoked, &expired] {
+        let charged = store.charge(&task.id, "x_y_get", Charge::Read).await;
+        assert_eq!(charged.unwrap().unwrap().calls_used, 1);
+    }
+    store.revoke_task(&revoked.id, "t").await.unwrap();
+    store
+        .extend_task(&expired.id, Duration::ZERO, "t")
+        .await
+        .unwrap();
+    for (task, state) in [
+        (&revoked, TaskState::Revoked),
+        (&expired, TaskState::Expired),
+    ] {
+        let refused = store.charge(&task.id, "x_y_get", Charge::Read).await;
+        assert_eq!(refused.unwrap().unwrap_err(), ChargeRefusal::Closed(state));
+        let after = store.task(&task.id).await.unwrap().unwrap();
+        assert_eq!(after.calls_used, 1, "a refused read is not charged");
+    }
     assert!(matches!(
         store.charge("no-such-task", "x_y_get", Charge::Read).await,
         Err(StoreError::NoTask(_))
@@ -284,7 +308,7 @@ async fn a_full_pool_answers_busy_after_its_wait_and_a_cut_connection_charges_no
     assert!(began.elapsed() >= Duration::from_millis(250));
     assert!(began.elapsed() < Duration::from_secs(3));
 
-    // The waiting charge's connection is cut mid-transaction: it fails,
+    // The waiting charge's connection is cut mid-statement: it fails,
     // and nothing was charged.
     let victims = pg
         .query(

@@ -224,7 +224,7 @@ impl Store for PostgresStore {
                 .map_err(fail)?;
             if let Some(row) = client.query_opt(&spend, &[&task_id]).await.map_err(fail)? {
                 return Ok(Ok(Charged {
-                    calls_used: row.get::<_, i64>(0) as u64,
+                    calls_used: row.get::<_, i64>(0).max(0) as u64,
                     approval: None,
                 }));
             }
@@ -317,7 +317,7 @@ impl Store for PostgresStore {
             .get(0);
         tx.commit().await.map_err(fail)?;
         Ok(Ok(Charged {
-            calls_used: calls_used as u64,
+            calls_used: calls_used.max(0) as u64,
             approval,
         }))
     }
