@@ -117,7 +117,7 @@ impl Task {
     /// a write or destructive call), before the write rate and approvals
     /// are looked at; `None` if it can so far. Both backends ask this under
     /// their lock. For a read, each backend's one-statement charge states
-    /// the same conditions in SQL (`store/sqlite.rs`,
+    /// the same conditions in SQL (`store/sqlite/mod.rs`,
     /// `store/postgres/operations.rs`): a change here must be made there.
     pub(crate) fn refusal(&self, at: UnixSecs, tool: &str, writes: bool) -> Option<ChargeRefusal> {
         match self.state(at) {

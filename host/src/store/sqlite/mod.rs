@@ -12,8 +12,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+mod rows;
+mod schema;
+
+use self::rows::{
+    ACCOUNT_COLUMNS, APPROVAL_COLUMNS, TASK_COLUMNS, account_from_row, approval_from_row,
+    load_approval, load_task, task_from_row,
+};
+use self::schema::migrate;
 use super::accounts::{SEEN_EVERY_SECS, STALE_SIGN_IN_SECS};
 use super::token::{self, TaskToken};
 use super::{
@@ -25,87 +33,6 @@ use super::{
 
 /// The file name inside `state_dir`.
 pub const DATABASE_FILE: &str = "toolhost.db";
-
-/// Bumped with every change to the tables; see [`migrate`].
-const SCHEMA_VERSION: i64 = 2;
-
-const SCHEMA_V1: &str = "
-CREATE TABLE task (
-    id              TEXT PRIMARY KEY,
-    purpose         TEXT NOT NULL,
-    opened_by       TEXT NOT NULL,
-    opened_at       INTEGER NOT NULL,
-    expires_at      INTEGER NOT NULL,
-    grants          TEXT NOT NULL,          -- JSON array of tool names
-    pre_approved    TEXT NOT NULL,          -- JSON array of tool names
-    max_calls       INTEGER,
-    writes_per_hour INTEGER,
-    calls_used      INTEGER NOT NULL DEFAULT 0,
-    revoked_at      INTEGER,
-    revoked_by      TEXT,
-    ad_hoc          INTEGER NOT NULL DEFAULT 0,
-    operator_approval INTEGER NOT NULL DEFAULT 0,
-    token_id        TEXT UNIQUE,
-    token_sha256    BLOB
-) STRICT;
-CREATE TABLE task_write (
-    task_id TEXT NOT NULL REFERENCES task(id),
-    at      INTEGER NOT NULL
-) STRICT;
-CREATE INDEX task_write_by_task ON task_write(task_id, at);
-CREATE TABLE approval (
-    id           TEXT PRIMARY KEY,
-    task_id      TEXT NOT NULL REFERENCES task(id),
-    tool         TEXT NOT NULL,
-    binding      TEXT NOT NULL,
-    arguments    TEXT NOT NULL,
-    summary      TEXT NOT NULL,
-    state        TEXT NOT NULL,
-    requested_at INTEGER NOT NULL,
-    expires_at   INTEGER NOT NULL,
-    decided_at   INTEGER,
-    decided_by   TEXT,
-    channel      TEXT,
-    operator_only INTEGER NOT NULL DEFAULT 0,
-    settled      INTEGER NOT NULL DEFAULT 0   -- used, or its denial reported
-) STRICT;
-CREATE INDEX approval_by_binding ON approval(task_id, binding);
-CREATE TABLE plugin_state (
-    plugin TEXT NOT NULL,
-    key    TEXT NOT NULL,
-    value  TEXT NOT NULL,
-    PRIMARY KEY (plugin, key)
-) STRICT, WITHOUT ROWID;
--- Bytes of keys and values per plugin, kept with every write so that the
--- quota check does not sum the plugin's rows each time.
-CREATE TABLE plugin_usage (
-    plugin TEXT PRIMARY KEY,
-    bytes  INTEGER NOT NULL
-) STRICT;
-";
-
-/// Version 2: named operators and their console sign-ins; who asked for an
-/// approval; tasks whose approvals the agent's client may give.
-const SCHEMA_V2: &str = "
-ALTER TABLE task ADD COLUMN approve_in_client INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE approval ADD COLUMN in_client INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE approval ADD COLUMN asked_by TEXT;
-ALTER TABLE approval ADD COLUMN note TEXT;
-CREATE TABLE operator (
-    name          TEXT PRIMARY KEY,
-    role          TEXT NOT NULL,
-    password_hash TEXT NOT NULL,
-    created_at    INTEGER NOT NULL,
-    created_by    TEXT NOT NULL
-) STRICT;
-CREATE TABLE sign_in (
-    cookie_sha256 BLOB PRIMARY KEY,
-    operator      TEXT NOT NULL REFERENCES operator(name) ON DELETE CASCADE,
-    csrf          TEXT NOT NULL,
-    created_at    INTEGER NOT NULL,
-    seen_at       INTEGER NOT NULL
-) STRICT;
-";
 
 /// The SQLite [`Store`].
 pub struct SqliteStore {
@@ -183,107 +110,6 @@ fn restrict_file(path: &Path) -> std::io::Result<()> {
         let _ = path;
         Ok(())
     }
-}
-
-/// Brings the tables to [`SCHEMA_VERSION`]. A database from a newer host is
-/// refused rather than misread. The version is read inside the write
-/// transaction, so two processes starting on a new database at once do not
-/// both create the tables.
-fn migrate(conn: &mut Connection) -> Result<(), String> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(|e| e.to_string())?;
-    let version: i64 = tx
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| e.to_string())?;
-    if version > SCHEMA_VERSION {
-        return Err(format!(
-            "schema version {version} is newer than this host's {SCHEMA_VERSION}; use a newer toolhost"
-        ));
-    }
-    if version < 1 {
-        tx.execute_batch(&format!("{SCHEMA_V1} PRAGMA user_version = 1;"))
-            .map_err(|e| e.to_string())?;
-    }
-    if version < 2 {
-        tx.execute_batch(&format!("{SCHEMA_V2} PRAGMA user_version = 2;"))
-            .map_err(|e| e.to_string())?;
-    }
-    tx.commit().map_err(|e| e.to_string())
-}
-
-const TASK_COLUMNS: &str = "id, purpose, opened_by, opened_at, expires_at, grants, pre_approved, \
-     max_calls, writes_per_hour, calls_used, revoked_at, revoked_by, ad_hoc, operator_approval, \
-     approve_in_client";
-
-fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
-    let list = |i: usize| -> rusqlite::Result<Vec<String>> {
-        let text: String = row.get(i)?;
-        serde_json::from_str(&text).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
-        })
-    };
-    Ok(Task {
-        id: row.get(0)?,
-        purpose: row.get(1)?,
-        opened_by: row.get(2)?,
-        opened_at: row.get(3)?,
-        expires_at: row.get(4)?,
-        grants: list(5)?,
-        pre_approved: list(6)?,
-        max_calls: row.get::<_, Option<i64>>(7)?.map(|n| n as u64),
-        writes_per_hour: row.get::<_, Option<i64>>(8)?.map(|n| n as u32),
-        calls_used: row.get::<_, i64>(9)? as u64,
-        revoked_at: row.get(10)?,
-        revoked_by: row.get(11)?,
-        ad_hoc: row.get(12)?,
-        operator_approval: row.get(13)?,
-        approve_in_client: row.get(14)?,
-    })
-}
-
-fn load_task(conn: &Connection, id: &str) -> rusqlite::Result<Option<Task>> {
-    // Cached: every task-bound call reads its task.
-    conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM task WHERE id = ?1"))?
-        .query_row([id], task_from_row)
-        .optional()
-}
-
-const APPROVAL_COLUMNS: &str = "id, task_id, tool, binding, arguments, summary, state, \
-     requested_at, expires_at, decided_by, channel, decided_at, operator_only, in_client, asked_by, note";
-
-fn approval_from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
-    let arguments: String = row.get(4)?;
-    let state = ApprovalState::parse(&row.get::<_, String>(6)?);
-    let expires_at: UnixSecs = row.get(8)?;
-    let state = state.at(expires_at, now());
-    Ok(Approval {
-        id: row.get(0)?,
-        task_id: row.get(1)?,
-        tool: row.get(2)?,
-        binding: row.get(3)?,
-        arguments: serde_json::from_str(&arguments).unwrap_or(serde_json::Value::Null),
-        summary: row.get(5)?,
-        state,
-        requested_at: row.get(7)?,
-        expires_at,
-        decided_by: row.get(9)?,
-        channel: row.get(10)?,
-        decided_at: row.get(11)?,
-        operator_only: row.get(12)?,
-        in_client: row.get(13)?,
-        asked_by: row.get(14)?,
-        note: row.get(15)?,
-    })
-}
-
-fn load_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approval>> {
-    conn.query_row(
-        &format!("SELECT {APPROVAL_COLUMNS} FROM approval WHERE id = ?1"),
-        [id],
-        approval_from_row,
-    )
-    .optional()
 }
 
 fn unavailable(e: rusqlite::Error) -> StateError {
@@ -943,20 +769,6 @@ impl Store for SqliteStore {
         )?;
         Ok(())
     }
-}
-
-const ACCOUNT_COLUMNS: &str = "name, role, password_hash, created_at, created_by";
-
-fn account_from_row(row: &Row<'_>) -> rusqlite::Result<Account> {
-    let role: String = row.get(1)?;
-    Ok(Account {
-        name: row.get(0)?,
-        // An unknown role (written by a newer host) grants the least.
-        role: Role::parse(&role).unwrap_or(Role::Approver),
-        password_hash: row.get(2)?,
-        created_at: row.get(3)?,
-        created_by: row.get(4)?,
-    })
 }
 
 impl SqliteStore {
