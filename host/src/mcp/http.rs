@@ -167,7 +167,11 @@ impl HttpServer {
             max_bytes: options.max_message_bytes,
             timeout: options.read_timeout,
         };
-        let service = StreamableHttpService::new(
+        // Shared, not cloned per request: as a route's service it would be
+        // cloned for each request and again by each middleware layer, and a
+        // clone copies its configuration (the Host and Origin allow-lists,
+        // string by string).
+        let service = Arc::new(StreamableHttpService::new(
             move || {
                 Ok(McpSession::new(
                     host.clone(),
@@ -177,10 +181,14 @@ impl HttpServer {
             },
             sessions,
             config,
-        );
+        ));
+        let mcp = axum::routing::any(move |request: Request| {
+            let service = service.clone();
+            async move { service.handle(request).await }
+        });
         // The last layer added runs first.
         let router = axum::Router::new()
-            .route_service("/mcp", service)
+            .route("/mcp", mcp)
             .layer(axum::middleware::from_fn_with_state(
                 cap.sessions.clone(),
                 end_session,
