@@ -26,9 +26,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -36,7 +35,7 @@ use hyper_util::service::TowerToHyperService;
 use rmcp::model::ErrorCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::{Mutex, MutexGuard, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -111,13 +110,22 @@ pub struct HttpServer {
     max_connections: usize,
 }
 
+/// Everything a request to `/mcp` passes through, in the order
+/// [`Endpoint::answer`] takes it: the body is read, the bearer token
+/// resolved, the session cap checked, then rmcp serves it.
+struct Endpoint {
+    limits: BodyLimits,
+    store: Arc<dyn Store>,
+    cap: SessionCap,
+    mcp: StreamableHttpService<McpSession, LocalSessionManager>,
+}
+
 /// What the session cap needs: the live sessions, and a lock that makes
 /// "count, then create" one step.
-#[derive(Clone)]
 struct SessionCap {
     sessions: Arc<LocalSessionManager>,
     max: usize,
-    creating: Arc<Mutex<()>>,
+    creating: Mutex<()>,
 }
 
 /// Put in a request's extensions by [`read_body`]: the request would open
@@ -161,17 +169,13 @@ impl HttpServer {
         let cap = SessionCap {
             sessions: sessions.clone(),
             max: options.max_sessions,
-            creating: Arc::default(),
+            creating: Mutex::default(),
         };
         let limits = BodyLimits {
             max_bytes: options.max_message_bytes,
             timeout: options.read_timeout,
         };
-        // Shared, not cloned per request: as a route's service it would be
-        // cloned for each request and again by each middleware layer, and a
-        // clone copies its configuration (the Host and Origin allow-lists,
-        // string by string).
-        let service = Arc::new(StreamableHttpService::new(
+        let mcp = StreamableHttpService::new(
             move || {
                 Ok(McpSession::new(
                     host.clone(),
@@ -181,22 +185,24 @@ impl HttpServer {
             },
             sessions,
             config,
-        ));
-        let mcp = axum::routing::any(move |request: Request| {
-            let service = service.clone();
-            async move { service.handle(request).await }
+        );
+        // One handler over a shared endpoint, not a stack of middleware
+        // layers over rmcp's service: each layer cloned the stack below it
+        // for every request, and a clone of rmcp's service copies its
+        // configuration (the Host and Origin allow-lists, string by string).
+        let endpoint = Arc::new(Endpoint {
+            limits,
+            store,
+            cap,
+            mcp,
         });
-        // The last layer added runs first.
-        let router = axum::Router::new()
-            .route("/mcp", mcp)
-            .layer(axum::middleware::from_fn_with_state(
-                cap.sessions.clone(),
-                end_session,
-            ))
-            .layer(axum::middleware::from_fn_with_state(cap, cap_sessions))
-            .layer(axum::middleware::from_fn_with_state(store, bind_task))
-            .layer(axum::middleware::from_fn_with_state(limits, read_body))
-            .layer(axum::middleware::map_response(json_rpc_error_bodies));
+        let router = axum::Router::new().route(
+            "/mcp",
+            axum::routing::any(move |request: Request| {
+                let endpoint = endpoint.clone();
+                async move { json_rpc_error_bodies(endpoint.answer(request).await).await }
+            }),
+        );
         Ok(HttpServer {
             listener,
             router,
@@ -291,49 +297,142 @@ impl HttpServer {
 /// How long a stopping server waits for its connections to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+impl Endpoint {
+    /// Answers one request to `/mcp`: each check in turn either passes the
+    /// request on or answers it instead.
+    async fn answer(&self, request: Request) -> Response {
+        let request = match read_body(self.limits, request).await {
+            Ok(request) => request,
+            Err(refused) => return refused,
+        };
+        let request = match bind_task(&*self.store, request).await {
+            Ok(request) => request,
+            Err(refused) => return refused,
+        };
+        // Held until the request is answered, so the cap holds exactly.
+        let _one_at_a_time = if request.extensions().get::<OpensSession>().is_some() {
+            match self.cap.admit().await {
+                Ok(guard) => Some(guard),
+                Err(refused) => return refused,
+            }
+        } else {
+            None
+        };
+        if request.method() == Method::DELETE {
+            return self.end_session(request).await;
+        }
+        self.mcp.handle(request).await.into_response()
+    }
+
+    /// Answers a `DELETE` that ends a session as clients expect: rmcp closes
+    /// the session and answers `202 Accepted`, which the MCP Python SDK
+    /// reports as a failed termination; the session is closed by then, so
+    /// this is `204 No Content`. rmcp also answers 202 for a session id it
+    /// does not hold (never issued, closed, or dropped when idle), which the
+    /// spec answers with 404. Every other answer (a missing or unreadable id,
+    /// a bad `MCP-Protocol-Version`, a foreign Host or Origin) is rmcp's,
+    /// unchanged.
+    async fn end_session(&self, request: Request) -> Response {
+        let id = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        // Asked before rmcp runs: closing removes the session.
+        let live = match &id {
+            Some(id) => self
+                .cap
+                .sessions
+                .sessions
+                .read()
+                .await
+                .contains_key(id.as_str()),
+            None => false,
+        };
+        let mut response = self.mcp.handle(request).await.into_response();
+        if response.status() != StatusCode::ACCEPTED || id.is_none() {
+            return response;
+        }
+        if live {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            response
+        } else {
+            // The text of rmcp's own 404 for an unknown session, made a
+            // JSON-RPC error by `json_rpc_error_bodies` like the others.
+            (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
+        }
+    }
+}
+
+impl SessionCap {
+    /// Refuses a request that would open a session beyond the cap; else
+    /// returns the lock that makes such requests wait for each other, to be
+    /// held until the request is answered.
+    async fn admit(&self) -> Result<MutexGuard<'_, ()>, Response> {
+        let one_at_a_time = self.creating.lock().await;
+        let live = self.sessions.sessions.read().await.len();
+        if live < self.max {
+            return Ok(one_at_a_time);
+        }
+        tracing::warn!(live, "session cap reached; refusing a new session");
+        let mut response = (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this host serves at most {} MCP sessions at once and all are in use; close an unused session or retry later",
+                self.max
+            ),
+        )
+            .into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        Err(response)
+    }
+}
+
 /// Reads the whole request body within the read timeout and the size cap,
 /// so a client that trickles its body cannot hold a connection and a task.
-async fn read_body(State(limits): State<BodyLimits>, request: Request, next: Next) -> Response {
+async fn read_body(limits: BodyLimits, request: Request) -> Result<Request, Response> {
     if request.method() != Method::POST {
-        return next.run(request).await;
+        return Ok(request);
     }
     let (parts, body) = request.into_parts();
     let limited = http_body_util::Limited::new(body, limits.max_bytes);
     let bytes = match tokio::time::timeout(limits.timeout, limited.collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            return (
+            return Err((
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
                     "the request body is larger than this host accepts ({} bytes)",
                     limits.max_bytes
                 ),
             )
-                .into_response();
+                .into_response());
         }
         Ok(Err(e)) => {
-            return (
+            return Err((
                 StatusCode::BAD_REQUEST,
                 format!("the request body could not be read: {e}"),
             )
-                .into_response();
+                .into_response());
         }
         Err(_) => {
-            return (
+            return Err((
                 StatusCode::REQUEST_TIMEOUT,
                 format!(
                     "the request body did not arrive within {} ms",
                     limits.timeout.as_millis()
                 ),
             )
-                .into_response();
+                .into_response());
         }
     };
     let mut request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
     if opens_session(request.headers(), &bytes) {
         request.extensions_mut().insert(OpensSession);
     }
-    next.run(request).await
+    Ok(request)
 }
 
 /// Whether rmcp would open a session for this POST: its body is an
@@ -352,87 +451,20 @@ fn opens_session(headers: &HeaderMap, body: &[u8]) -> bool {
             .is_ok_and(|m| m.method.as_deref() == Some("initialize"))
 }
 
-/// Refuses a request that would open a session beyond the cap. Requests
-/// that open sessions are handled one at a time, so the cap holds exactly.
-async fn cap_sessions(State(cap): State<SessionCap>, request: Request, next: Next) -> Response {
-    if request.extensions().get::<OpensSession>().is_none() {
-        return next.run(request).await;
-    }
-    let _one_at_a_time = cap.creating.lock().await;
-    let live = cap.sessions.sessions.read().await.len();
-    if live >= cap.max {
-        tracing::warn!(live, "session cap reached; refusing a new session");
-        let mut response = (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "this host serves at most {} MCP sessions at once and all are in use; close an unused session or retry later",
-                cap.max
-            ),
-        )
-            .into_response();
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-        return response;
-    }
-    next.run(request).await
-}
-
-/// Answers a `DELETE` that ends a session as clients expect: rmcp closes the
-/// session and answers `202 Accepted`, which the MCP Python SDK reports as a
-/// failed termination; the session is closed by then, so this is `204 No
-/// Content`. rmcp also answers 202 for a session id it does not hold (never
-/// issued, closed, or dropped when idle), which the spec answers with 404.
-/// Every other answer (a missing or unreadable id, a bad
-/// `MCP-Protocol-Version`, a foreign Host or Origin) is rmcp's, unchanged.
-async fn end_session(
-    State(sessions): State<Arc<LocalSessionManager>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if request.method() != Method::DELETE {
-        return next.run(request).await;
-    }
-    let id = request
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    // Asked before rmcp runs: closing removes the session.
-    let live = match &id {
-        Some(id) => sessions.sessions.read().await.contains_key(id.as_str()),
-        None => false,
-    };
-    let mut response = next.run(request).await;
-    if response.status() != StatusCode::ACCEPTED || id.is_none() {
-        return response;
-    }
-    if live {
-        *response.status_mut() = StatusCode::NO_CONTENT;
-        response
-    } else {
-        // The text of rmcp's own 404 for an unknown session, made a
-        // JSON-RPC error by `json_rpc_error_bodies` like the others.
-        (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
-    }
-}
-
 /// Resolves the bearer token, if any, to its task; see the module docs.
-async fn bind_task(
-    State(store): State<Arc<dyn Store>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+async fn bind_task(store: &dyn Store, mut request: Request) -> Result<Request, Response> {
     let token = match Bearer::of(request.headers()) {
-        Bearer::Absent => return next.run(request).await,
+        Bearer::Absent => return Ok(request),
         Bearer::Malformed => {
-            return unauthorized("the Authorization header must be `Bearer <task token>`");
+            return Err(unauthorized(
+                "the Authorization header must be `Bearer <task token>`",
+            ));
         }
         Bearer::Token(token) => token,
     };
     let task = match store.authenticate(token).await {
         Ok(Some(task)) => task,
-        Ok(None) => return unauthorized("unknown task token"),
+        Ok(None) => return Err(unauthorized("unknown task token")),
         Err(e) => {
             tracing::error!("checking a task token: {e}");
             let why = match e {
@@ -444,12 +476,12 @@ async fn bind_task(
                 }
             };
             // Nothing ran; the client may retry once the store answers.
-            return (
+            return Err((
                 StatusCode::SERVICE_UNAVAILABLE,
                 [(http::header::RETRY_AFTER, "1")],
                 why,
             )
-                .into_response();
+                .into_response());
         }
     };
     let connecting = request.extensions().get::<OpensSession>().is_some();
@@ -461,12 +493,12 @@ async fn bind_task(
             } else {
                 "expired"
             };
-            return unauthorized(&format!("task {} is {what}", task.id));
+            return Err(unauthorized(&format!("task {} is {what}", task.id)));
         }
         _ => {}
     }
     request.extensions_mut().insert(BoundTask(task.id));
-    next.run(request).await
+    Ok(request)
 }
 
 fn unauthorized(why: &str) -> Response {
