@@ -27,6 +27,7 @@ mod registry;
 mod replicas;
 mod sessions;
 mod store_contract;
+mod streams;
 mod support;
 mod tasks;
 mod transport;

@@ -33,7 +33,6 @@ use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use rmcp::model::ErrorCode;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::{Mutex, MutexGuard, Semaphore};
 use tokio::task::JoinSet;
@@ -43,6 +42,10 @@ use super::{Binding, McpCatalog, McpSession};
 use crate::bearer::Bearer;
 use crate::dispatch::Toolhost;
 use crate::store::{self, Store, TaskState};
+use sessions::Sessions;
+
+mod pipe;
+mod sessions;
 
 /// The task a request's bearer token belongs to; put in the request's
 /// extensions by [`bind_task`].
@@ -117,13 +120,13 @@ struct Endpoint {
     limits: BodyLimits,
     store: Arc<dyn Store>,
     cap: SessionCap,
-    mcp: StreamableHttpService<McpSession, LocalSessionManager>,
+    mcp: StreamableHttpService<McpSession, Sessions>,
 }
 
 /// What the session cap needs: the live sessions, and a lock that makes
 /// "count, then create" one step.
 struct SessionCap {
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<Sessions>,
     max: usize,
     creating: Mutex<()>,
 }
@@ -163,9 +166,7 @@ impl HttpServer {
             .with_json_response(true)
             .with_cancellation_token(shutdown.child_token());
         let store = host.store.clone();
-        let mut sessions = LocalSessionManager::default();
-        sessions.session_config.keep_alive = Some(options.session_idle);
-        let sessions = Arc::new(sessions);
+        let sessions = Arc::new(Sessions::new(options.session_idle));
         let cap = SessionCap {
             sessions: sessions.clone(),
             max: options.max_sessions,
@@ -340,13 +341,7 @@ impl Endpoint {
             .map(str::to_owned);
         // Asked before rmcp runs: closing removes the session.
         let live = match &id {
-            Some(id) => self
-                .cap
-                .sessions
-                .sessions
-                .read()
-                .await
-                .contains_key(id.as_str()),
+            Some(id) => self.cap.sessions.contains(id),
             None => false,
         };
         let mut response = self.mcp.handle(request).await.into_response();
@@ -370,7 +365,7 @@ impl SessionCap {
     /// held until the request is answered.
     async fn admit(&self) -> Result<MutexGuard<'_, ()>, Response> {
         let one_at_a_time = self.creating.lock().await;
-        let live = self.sessions.sessions.read().await.len();
+        let live = self.sessions.len();
         if live < self.max {
             return Ok(one_at_a_time);
         }

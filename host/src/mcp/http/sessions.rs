@@ -1,0 +1,854 @@
+//! The live sessions of the Streamable HTTP endpoint, and for each, which of
+//! its open event streams a message from the server goes out on.
+//!
+//! rmcp's service drives the protocol; this is the [`SessionManager`] it
+//! asks where messages go. rmcp's own `LocalSessionManager` puts a task
+//! between the HTTP requests and each session's service loop, so every
+//! message, either way, costs one more task hop (a wake-up and a context
+//! switch on another thread) and a reply through a one-shot channel; each
+//! session also holds six channels of 32 message slots, used or not. Here a
+//! session is a queue and a routing table behind locks that whoever holds
+//! a message consults: a request handler queues the client's message and
+//! wakes the service loop, and the service loop's `send` puts each answer
+//! straight into the event stream of the request it answers.
+//!
+//! Where a message goes:
+//! - a response or error, to the stream of the request it answers, which
+//!   then ends;
+//! - a progress notification, to the stream of the request that asked for
+//!   progress with that token;
+//! - a request from the server (an approval's elicitation), to the stream
+//!   of the client request it was made while handling (SEP-2260);
+//! - anything else, to the session's standalone stream (a client's `GET`),
+//!   kept until one is open.
+//!
+//! Every event carries an id so a client whose stream broke can resume it
+//! with `Last-Event-ID`: `<n>/<stream>` on a request's stream, `<n>` on the
+//! standalone one. Each stream keeps its last [`EVENTS_KEPT`] events. A
+//! request's stream ends when its connection has taken the answer; if the
+//! connection was gone first, the stream is kept for [`KEEP_UNDELIVERED`]
+//! after the answer (at most [`UNDELIVERED_KEPT`] such streams a session),
+//! so the client can come back for it.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+use rmcp::RoleServer;
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, GetExtensions, GetMeta, JsonRpcMessage,
+    ProgressToken, RequestId, ServerJsonRpcMessage, ServerNotification,
+};
+use rmcp::service::OriginatingRequestId;
+use rmcp::transport::Transport;
+use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId, session_id};
+use rmcp::transport::streamable_http_server::SessionManager;
+use tokio::sync::Notify;
+
+use super::pipe::{Inlet, Outlet, pipe};
+
+/// Events each stream keeps for a client that resumes it.
+pub const EVENTS_KEPT: usize = 16;
+
+/// How long a request's stream is kept after its answer when the client's
+/// connection did not take it.
+pub const KEEP_UNDELIVERED: Duration = Duration::from_secs(60);
+
+/// At most this many such streams are kept per session, the oldest given up
+/// first, so a client that breaks off every request cannot make the host
+/// hoard answers.
+pub const UNDELIVERED_KEPT: usize = 64;
+
+/// How long to wait before reconnecting, told to clients at the start of
+/// each request's stream (the SSE `retry` field).
+const RECONNECT_AFTER: Duration = Duration::from_secs(3);
+
+/// How long a new session's service may take to answer `initialize`.
+const INITIALIZE_WITHIN: Duration = Duration::from_secs(60);
+
+/// At most this many extra standalone streams are held open per session;
+/// see [`Routes::standalone`].
+const EXTRA_STANDALONE: usize = 32;
+
+/// Why a session could not do what a request asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no live session {0}")]
+    NotFound(SessionId),
+    #[error("session {0} has ended")]
+    Ended(SessionId),
+    #[error("`{0}` is not an event id this host issued")]
+    BadEventId(String),
+    #[error("stream {0} of this session is gone, so it cannot be resumed")]
+    NoStream(u64),
+    #[error("the session's service did not answer `initialize` within {0:?}")]
+    InitializeTimedOut(Duration),
+}
+
+/// The live sessions, by id.
+pub struct Sessions {
+    live: RwLock<HashMap<SessionId, Arc<Session>>>,
+    /// A session with no message either way, and no request in flight, for
+    /// this long is closed.
+    idle: Duration,
+}
+
+/// One session: the client's messages waiting for the service loop, and
+/// where the server's messages go.
+struct Session {
+    id: SessionId,
+    inbox: Mutex<Inbox>,
+    /// Wakes the service loop when a message is queued or the session ends.
+    arrived: Notify,
+    routes: Mutex<Routes>,
+    /// When the session began; `active_at` counts from it.
+    began: Instant,
+    /// Milliseconds from `began` to the last message either way.
+    active_at: AtomicU64,
+}
+
+#[derive(Default)]
+struct Inbox {
+    queue: VecDeque<ClientJsonRpcMessage>,
+    ended: bool,
+}
+
+/// Who a message from the server belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Owner {
+    Request(RequestId),
+    Progress(ProgressToken),
+}
+
+#[derive(Default)]
+struct Routes {
+    next_stream: u64,
+    /// Request streams, open or kept for a resuming client, by number.
+    streams: HashMap<u64, RequestStream>,
+    /// Which stream each request in flight, and each progress token it
+    /// asked for, belongs to.
+    owners: HashMap<Owner, u64>,
+    /// Finished streams whose connection did not take the answer, oldest
+    /// first, with when they were kept.
+    undelivered: VecDeque<(Instant, u64)>,
+    /// The stream of the client's standalone `GET`. A second `GET` while it
+    /// is open gets a stream that only carries keep-alives, as rmcp's
+    /// manager does, so clients that open several do not take the stream
+    /// from each other in turn.
+    standalone: Events,
+    extra_standalone: Vec<Inlet>,
+    ended: bool,
+}
+
+struct RequestStream {
+    events: Events,
+    /// The request and progress token routed here, removed when it ends.
+    owners: Vec<Owner>,
+    /// The answer has been sent: nothing more comes.
+    finished: bool,
+    /// Whether it is in [`Routes::undelivered`].
+    kept: bool,
+}
+
+/// A stream's open connection, if any, and its last events.
+#[derive(Default)]
+struct Events {
+    to_client: Option<Inlet>,
+    /// The stream number in event ids; `None` for the standalone stream.
+    stream: Option<u64>,
+    /// The index of the next event.
+    next: u64,
+    kept: VecDeque<ServerSseMessage>,
+    /// The index of the last event handed to an open connection.
+    delivered: Option<u64>,
+    /// Counts the connections the stream has had, so a connection that
+    /// ends after a newer one took over changes nothing.
+    connection: u64,
+}
+
+/// The service loop's side of a session.
+pub struct SessionTransport {
+    session: Arc<Session>,
+    idle: Duration,
+    idle_timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Sessions {
+    pub fn new(idle: Duration) -> Sessions {
+        Sessions {
+            live: RwLock::default(),
+            idle,
+        }
+    }
+
+    /// Live sessions.
+    pub fn len(&self) -> usize {
+        self.live.read().expect("never poisoned").len()
+    }
+
+    /// Whether `id` is a live session.
+    pub fn contains(&self, id: &str) -> bool {
+        self.live
+            .read()
+            .expect("never poisoned")
+            .get(id)
+            .is_some_and(|s| !s.inbox.lock().expect("never poisoned").ended)
+    }
+
+    fn get(&self, id: &SessionId) -> Result<Arc<Session>, SessionError> {
+        self.live
+            .read()
+            .expect("never poisoned")
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SessionError::NotFound(id.clone()))
+    }
+}
+
+impl Session {
+    fn touch(&self) {
+        let now = self.began.elapsed().as_millis() as u64;
+        self.active_at.store(now, Ordering::Relaxed);
+    }
+
+    /// Queues a client message for the service loop.
+    fn deliver(&self, message: ClientJsonRpcMessage) -> Result<(), SessionError> {
+        {
+            let mut inbox = self.inbox.lock().expect("never poisoned");
+            if inbox.ended {
+                return Err(SessionError::Ended(self.id.clone()));
+            }
+            inbox.queue.push_back(message);
+        }
+        self.touch();
+        self.arrived.notify_one();
+        Ok(())
+    }
+
+    /// Opens a stream for a client's request (with its priming event if
+    /// `prime`), then queues the request.
+    fn open_request(
+        self: &Arc<Self>,
+        message: ClientJsonRpcMessage,
+        prime: bool,
+    ) -> Result<Receiver, SessionError> {
+        let end = {
+            let mut routes = self.routes.lock().expect("never poisoned");
+            if routes.ended {
+                return Err(SessionError::Ended(self.id.clone()));
+            }
+            let (number, rx) = routes.open(Some(&message));
+            let stream = routes.streams.get_mut(&number).expect("just opened");
+            if prime {
+                stream.events.prime();
+            }
+            let end = StreamEnd {
+                session: Arc::downgrade(self),
+                stream: number,
+                connection: stream.events.connection,
+                complete: false,
+            };
+            Receiver { rx, end: Some(end) }
+        };
+        self.deliver(message)?;
+        Ok(end)
+    }
+
+    /// Ends the session: the service loop sees no more messages and every
+    /// open stream ends.
+    fn end(&self) {
+        self.inbox.lock().expect("never poisoned").ended = true;
+        self.arrived.notify_one();
+        let mut routes = self.routes.lock().expect("never poisoned");
+        routes.ended = true;
+        routes.streams.clear();
+        routes.owners.clear();
+        routes.undelivered.clear();
+        routes.standalone = Events::default();
+        routes.extra_standalone.clear();
+    }
+}
+
+impl Routes {
+    /// Opens a stream for a request and routes the request (and its
+    /// progress token) to it.
+    fn open(&mut self, request: Option<&ClientJsonRpcMessage>) -> (u64, Outlet) {
+        self.forget_expired();
+        let number = self.next_stream;
+        self.next_stream += 1;
+        let (tx, rx) = pipe();
+        let mut stream = RequestStream {
+            events: Events {
+                to_client: Some(tx),
+                stream: Some(number),
+                ..Events::default()
+            },
+            owners: Vec::new(),
+            finished: false,
+            kept: false,
+        };
+        if let Some(JsonRpcMessage::Request(request)) = request {
+            stream.owners.push(Owner::Request(request.id.clone()));
+            if let Some(token) = request.request.get_meta().get_progress_token() {
+                stream.owners.push(Owner::Progress(token));
+            }
+            for owner in &stream.owners {
+                self.owners.insert(owner.clone(), number);
+            }
+        }
+        self.streams.insert(number, stream);
+        (number, rx)
+    }
+
+    /// Where `message` goes: a request's stream, and whether it ends that
+    /// stream; `None` for the standalone stream.
+    fn owner_of(&self, message: &ServerJsonRpcMessage) -> Option<(u64, bool)> {
+        let (owner, ends) = match message {
+            JsonRpcMessage::Response(response) => (Owner::Request(response.id.clone()), true),
+            JsonRpcMessage::Error(error) => (Owner::Request(error.id.clone()?), true),
+            JsonRpcMessage::Request(request) => {
+                let origin = request.request.extensions().get::<OriginatingRequestId>()?;
+                (Owner::Request(origin.0.clone()), false)
+            }
+            JsonRpcMessage::Notification(notification) => match &notification.notification {
+                ServerNotification::ProgressNotification(progress) => (
+                    Owner::Progress(progress.params.progress_token.clone()),
+                    false,
+                ),
+                ServerNotification::CancelledNotification(cancelled) => {
+                    (Owner::Request(cancelled.params.request_id.clone()?), false)
+                }
+                _ => return None,
+            },
+        };
+        self.owners.get(&owner).map(|&stream| (stream, ends))
+    }
+
+    fn route(&mut self, message: ServerJsonRpcMessage) {
+        if self.ended {
+            return;
+        }
+        match self.owner_of(&message) {
+            Some((number, ends)) => {
+                let Some(stream) = self.streams.get_mut(&number) else {
+                    return;
+                };
+                stream.events.push(message, ends);
+                if ends {
+                    self.finish(number);
+                }
+            }
+            None => {
+                if let JsonRpcMessage::Request(request) = &message
+                    && request
+                        .request
+                        .extensions()
+                        .get::<OriginatingRequestId>()
+                        .is_some()
+                {
+                    tracing::warn!(
+                        "a server request goes out on the standalone stream: the request \
+                         it was made for has ended"
+                    );
+                }
+                self.standalone.push(message, false);
+            }
+        }
+    }
+
+    /// Ends a request's stream once its answer is sent: the connection
+    /// closes after it has taken what was sent. If the connection is gone
+    /// already, the stream is kept for the client to resume.
+    fn finish(&mut self, number: u64) {
+        let Some(stream) = self.streams.get_mut(&number) else {
+            return;
+        };
+        for owner in stream.owners.drain(..) {
+            self.owners.remove(&owner);
+        }
+        stream.finished = true;
+        if stream.events.to_client.take().is_none() {
+            self.keep(number);
+        }
+    }
+
+    /// Keeps a finished stream whose answer no connection took.
+    fn keep(&mut self, number: u64) {
+        if let Some(stream) = self.streams.get_mut(&number)
+            && !stream.kept
+        {
+            stream.kept = true;
+            self.undelivered.push_back((Instant::now(), number));
+            while self.undelivered.len() > UNDELIVERED_KEPT {
+                let (_, oldest) = self.undelivered.pop_front().expect("not empty");
+                self.streams.remove(&oldest);
+            }
+        }
+    }
+
+    /// A request stream's connection has ended: `complete` if it took
+    /// everything up to the end of the stream.
+    fn connection_ended(&mut self, number: u64, connection: u64, complete: bool) {
+        let Some(stream) = self.streams.get_mut(&number) else {
+            return;
+        };
+        if stream.events.connection != connection {
+            return;
+        }
+        stream.events.to_client = None;
+        if !stream.finished {
+            // The answer, when it comes, is kept for the client to resume.
+            return;
+        }
+        if complete {
+            if self.streams.remove(&number).is_some_and(|s| s.kept) {
+                self.undelivered.retain(|&(_, n)| n != number);
+            }
+        } else {
+            self.keep(number);
+        }
+    }
+
+    fn forget_expired(&mut self) {
+        while let Some(&(at, number)) = self.undelivered.front() {
+            if at.elapsed() < KEEP_UNDELIVERED {
+                break;
+            }
+            self.undelivered.pop_front();
+            self.streams.remove(&number);
+        }
+    }
+
+    /// Opens the standalone stream, or an extra one if it is open already;
+    /// sends what it holds after `after` (everything not yet delivered when
+    /// `None`).
+    fn open_standalone(&mut self, after: Option<u64>) -> Receiver {
+        self.forget_expired();
+        let (tx, rx) = pipe();
+        let open = self
+            .standalone
+            .to_client
+            .as_ref()
+            .is_some_and(Inlet::is_open);
+        if open {
+            self.extra_standalone.retain(Inlet::is_open);
+            if self.extra_standalone.len() >= EXTRA_STANDALONE {
+                self.extra_standalone.remove(0);
+            }
+            self.extra_standalone.push(tx);
+        } else {
+            // Event 0 is the priming event rmcp sends on this stream.
+            let after = after.or(self.standalone.delivered).unwrap_or(0);
+            self.standalone.reconnect(tx, after);
+        }
+        Receiver { rx, end: None }
+    }
+}
+
+impl Events {
+    fn id_of(&self, index: u64) -> String {
+        match self.stream {
+            Some(stream) => format!("{index}/{stream}"),
+            None => index.to_string(),
+        }
+    }
+
+    /// The first event of a request's stream: no message, but an id to
+    /// resume from and how long to wait before reconnecting.
+    fn prime(&mut self) {
+        let event = ServerSseMessage::priming(self.id_of(self.next), RECONNECT_AFTER);
+        self.send(event, false);
+    }
+
+    /// Sends a message; `last` if nothing follows it on this stream, so the
+    /// connection is told of the end with the message, not after it.
+    fn push(&mut self, message: ServerJsonRpcMessage, last: bool) {
+        let event = ServerSseMessage::new(self.id_of(self.next), message);
+        self.send(event, last);
+    }
+
+    fn send(&mut self, event: ServerSseMessage, last: bool) {
+        let index = self.next;
+        self.next += 1;
+        if self.kept.len() == EVENTS_KEPT {
+            self.kept.pop_front();
+        }
+        self.kept.push_back(event.clone());
+        if let Some(tx) = &self.to_client {
+            if tx.send(event, last) {
+                self.delivered = Some(index);
+            } else {
+                self.to_client = None;
+            }
+        }
+    }
+
+    /// Sends the kept events after index `after` to a new connection, which
+    /// then gets what comes next.
+    fn reconnect(&mut self, tx: Inlet, after: u64) {
+        let first = self.next - self.kept.len() as u64;
+        for (index, event) in (first..).zip(&self.kept) {
+            if index > after && tx.send(event.clone(), false) {
+                self.delivered = Some(index);
+            }
+        }
+        self.to_client = Some(tx);
+        self.connection += 1;
+    }
+}
+
+/// A stream of events for one HTTP response.
+pub struct Receiver {
+    rx: Outlet,
+    /// For a request's stream: whom to tell when the connection ends.
+    end: Option<StreamEnd>,
+}
+
+struct StreamEnd {
+    session: Weak<Session>,
+    stream: u64,
+    connection: u64,
+    complete: bool,
+}
+
+impl StreamEnd {
+    fn report(&self, complete: bool) {
+        if let Some(session) = self.session.upgrade() {
+            session
+                .routes
+                .lock()
+                .expect("never poisoned")
+                .connection_ended(self.stream, self.connection, complete);
+        }
+    }
+}
+
+impl Stream for Receiver {
+    type Item = ServerSseMessage;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<ServerSseMessage>> {
+        let polled = Pin::new(&mut self.rx).poll_next(cx);
+        if let std::task::Poll::Ready(None) = polled
+            && let Some(end) = &mut self.end
+            && !end.complete
+        {
+            end.complete = true;
+            end.report(true);
+        }
+        polled
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        if let Some(end) = &self.end
+            && !end.complete
+        {
+            end.report(false);
+        }
+    }
+}
+
+/// Splits an event id this host issued into its index and stream number.
+fn parse_event_id(id: &str) -> Result<(u64, Option<u64>), SessionError> {
+    let bad = || SessionError::BadEventId(id.chars().take(64).collect());
+    match id.split_once('/') {
+        Some((index, stream)) => Ok((
+            index.parse().map_err(|_| bad())?,
+            Some(stream.parse().map_err(|_| bad())?),
+        )),
+        None => Ok((id.parse().map_err(|_| bad())?, None)),
+    }
+}
+
+impl SessionManager for Sessions {
+    type Error = SessionError;
+    type Transport = SessionTransport;
+
+    async fn create_session(&self) -> Result<(SessionId, SessionTransport), SessionError> {
+        let id = session_id();
+        let session = Arc::new(Session {
+            id: id.clone(),
+            inbox: Mutex::default(),
+            arrived: Notify::new(),
+            routes: Mutex::new(Routes {
+                standalone: Events {
+                    // The standalone stream's priming event, which rmcp
+                    // sends, is event 0.
+                    next: 1,
+                    ..Events::default()
+                },
+                ..Routes::default()
+            }),
+            began: Instant::now(),
+            active_at: AtomicU64::new(0),
+        });
+        self.live
+            .write()
+            .expect("never poisoned")
+            .insert(id.clone(), session.clone());
+        let transport = SessionTransport {
+            session,
+            idle: self.idle,
+            idle_timer: Box::pin(tokio::time::sleep(self.idle)),
+        };
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, SessionError> {
+        use futures::StreamExt;
+        let session = self.get(id)?;
+        let mut answers = session.open_request(message, false)?;
+        let answer = tokio::time::timeout(INITIALIZE_WITHIN, answers.next())
+            .await
+            .map_err(|_| SessionError::InitializeTimedOut(INITIALIZE_WITHIN))?
+            .and_then(|event| event.message)
+            .ok_or_else(|| SessionError::Ended(id.clone()))?;
+        // The answer ended the stream; reading its end lets it go at once.
+        let _ = answers.next().await;
+        Ok(Arc::unwrap_or_clone(answer))
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, SessionError> {
+        Ok(self.contains(id))
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), SessionError> {
+        let session = self.live.write().expect("never poisoned").remove(id);
+        if let Some(session) = session {
+            session.end();
+        }
+        Ok(())
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
+        self.get(id)?.open_request(message, true)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), SessionError> {
+        let session = self.get(id)?;
+        // A request the client cancelled gets no answer (rmcp's service
+        // drops it), so its stream ends here.
+        if let JsonRpcMessage::Notification(notification) = &message
+            && let ClientNotification::CancelledNotification(cancelled) = &notification.notification
+            && let Some(request) = &cancelled.params.request_id
+        {
+            let mut routes = session.routes.lock().expect("never poisoned");
+            if let Some(&number) = routes.owners.get(&Owner::Request(request.clone())) {
+                routes.finish(number);
+            }
+        }
+        session.deliver(message)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
+        let session = self.get(id)?;
+        let mut routes = session.routes.lock().expect("never poisoned");
+        if routes.ended {
+            return Err(SessionError::Ended(id.clone()));
+        }
+        Ok(routes.open_standalone(None))
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
+        let (after, stream) = parse_event_id(&last_event_id)?;
+        let session = self.get(id)?;
+        let mut routes = session.routes.lock().expect("never poisoned");
+        if routes.ended {
+            return Err(SessionError::Ended(id.clone()));
+        }
+        let Some(number) = stream else {
+            return Ok(routes.open_standalone(Some(after)));
+        };
+        let stream = routes
+            .streams
+            .get_mut(&number)
+            .ok_or(SessionError::NoStream(number))?;
+        let (tx, rx) = pipe();
+        stream.events.reconnect(tx, after);
+        if stream.finished {
+            // Everything it will carry is sent: the connection ends after it.
+            stream.events.to_client = None;
+        }
+        let end = StreamEnd {
+            session: Arc::downgrade(&session),
+            stream: number,
+            connection: stream.events.connection,
+            complete: false,
+        };
+        Ok(Receiver { rx, end: Some(end) })
+    }
+}
+
+impl Transport<RoleServer> for SessionTransport {
+    type Error = Infallible;
+
+    fn send(
+        &mut self,
+        message: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+        // Routed here, in the service loop's own task: the answer is in the
+        // request's stream before this returns.
+        self.session.touch();
+        self.session
+            .routes
+            .lock()
+            .expect("never poisoned")
+            .route(message);
+        std::future::ready(Ok(()))
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        loop {
+            {
+                let mut inbox = self.session.inbox.lock().expect("never poisoned");
+                if let Some(message) = inbox.queue.pop_front() {
+                    return Some(message);
+                }
+                if inbox.ended {
+                    return None;
+                }
+            }
+            tokio::select! {
+                () = self.session.arrived.notified() => {}
+                () = self.idle_timer.as_mut() => {
+                    // The timer is moved on only when it fires, not at every
+                    // message: resetting a timer costs more than reading a clock.
+                    let active_at = Duration::from_millis(
+                        self.session.active_at.load(Ordering::Relaxed),
+                    );
+                    let idle_until = self.session.began + active_at + self.idle;
+                    let busy = !self
+                        .session
+                        .routes
+                        .lock()
+                        .expect("never poisoned")
+                        .owners
+                        .is_empty();
+                    if busy || idle_until > Instant::now() {
+                        let next = if busy { Instant::now() + self.idle } else { idle_until };
+                        self.idle_timer.as_mut().reset(next.into());
+                    } else {
+                        tracing::info!(session = %self.session.id, "closing a session idle for {:?}", self.idle);
+                        self.session.end();
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Infallible> {
+        self.session.end();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::{FutureExt, StreamExt};
+    use rmcp::model::ServerResult;
+
+    /// The next event if one is there, `Some(None)` at the end of the
+    /// stream, `None` if it would wait.
+    fn ready(outlet: &mut Outlet) -> Option<Option<ServerSseMessage>> {
+        outlet.next().now_or_never()
+    }
+
+    fn ping(id: i64) -> ClientJsonRpcMessage {
+        serde_json::from_value(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
+            .unwrap()
+    }
+
+    fn answer(id: i64) -> ServerJsonRpcMessage {
+        JsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(id))
+    }
+
+    #[test]
+    fn an_answer_goes_to_its_request_s_stream_and_ends_it() {
+        let mut routes = Routes::default();
+        let (a, mut to_a) = routes.open(Some(&ping(1)));
+        let (_, mut to_b) = routes.open(Some(&ping(2)));
+        routes.route(answer(1));
+        let event = ready(&mut to_a).flatten().unwrap();
+        assert_eq!(event.event_id.as_deref(), Some(format!("0/{a}").as_str()));
+        assert!(ready(&mut to_b).is_none(), "b's stream got a's answer");
+        // The stream's end follows its answer; once read, the stream goes.
+        assert!(matches!(ready(&mut to_a), Some(None)));
+        routes.connection_ended(a, 0, true);
+        assert_eq!(routes.streams.len(), 1);
+        assert_eq!(routes.owners.len(), 1);
+    }
+
+    #[test]
+    fn an_answer_no_connection_took_is_kept_for_a_while_and_only_so_many() {
+        let mut routes = Routes::default();
+        for id in 0..UNDELIVERED_KEPT as i64 + 5 {
+            let (number, to_client) = routes.open(Some(&ping(id)));
+            drop(to_client);
+            routes.connection_ended(number, 0, false);
+            routes.route(answer(id));
+        }
+        assert_eq!(routes.streams.len(), UNDELIVERED_KEPT);
+        assert_eq!(routes.undelivered.len(), UNDELIVERED_KEPT);
+        assert!(routes.owners.is_empty());
+        // The five oldest were given up.
+        assert!(!routes.streams.contains_key(&4));
+        assert!(routes.streams.contains_key(&5));
+    }
+
+    #[test]
+    fn a_connection_that_ends_after_a_newer_one_took_over_changes_nothing() {
+        let mut routes = Routes::default();
+        let (number, first) = routes.open(Some(&ping(1)));
+        let (tx, mut second) = pipe();
+        routes
+            .streams
+            .get_mut(&number)
+            .unwrap()
+            .events
+            .reconnect(tx, 0);
+        drop(first);
+        routes.connection_ended(number, 0, false);
+        routes.route(answer(1));
+        let answer = ready(&mut second).flatten().unwrap();
+        assert!(answer.message.is_some());
+    }
+
+    #[test]
+    fn event_ids_round_trip_and_foreign_ones_are_refused() {
+        assert_eq!(parse_event_id("3/7").unwrap(), (3, Some(7)));
+        assert_eq!(parse_event_id("12").unwrap(), (12, None));
+        for bad in ["", "x", "1/", "/2", "1/2/3", "-1", "1/x"] {
+            assert!(parse_event_id(bad).is_err(), "{bad} accepted");
+        }
+    }
+}
