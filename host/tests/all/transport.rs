@@ -538,3 +538,23 @@ async fn an_http_host_keeps_serving_when_nobody_reads_its_stdout() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test]
+async fn other_paths_are_refused_like_mcp_is() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let host = http(&m, &[]);
+    let other = host.url.replace("/mcp", "/other");
+    let body = json_rpc_error(post(&other, INITIALIZE.into()).send().await.unwrap(), 404).await;
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("/mcp"),
+        "{body}"
+    );
+    // A token the host never issued is refused wherever it is sent.
+    let bad_token = post(&other, INITIALIZE.into())
+        .header("authorization", "Bearer not-a-token")
+        .send()
+        .await
+        .unwrap();
+    assert!(bad_token.headers().contains_key("www-authenticate"));
+    json_rpc_error(bad_token, 401).await;
+}

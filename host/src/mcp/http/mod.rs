@@ -197,13 +197,19 @@ impl HttpServer {
             cap,
             mcp,
         });
-        let router = axum::Router::new().route(
-            "/mcp",
-            axum::routing::any(move |request: Request| {
-                let endpoint = endpoint.clone();
-                async move { json_rpc_error_bodies(endpoint.answer(request).await).await }
-            }),
-        );
+        let elsewhere = endpoint.clone();
+        let router = axum::Router::new()
+            .route(
+                "/mcp",
+                axum::routing::any(move |request: Request| {
+                    let endpoint = endpoint.clone();
+                    async move { json_rpc_error_bodies(endpoint.answer(request).await).await }
+                }),
+            )
+            .fallback(move |request: Request| {
+                let endpoint = elsewhere.clone();
+                async move { json_rpc_error_bodies(endpoint.elsewhere(request).await).await }
+            });
         Ok(HttpServer {
             listener,
             router,
@@ -323,6 +329,24 @@ impl Endpoint {
             return self.end_session(request).await;
         }
         self.mcp.handle(request).await.into_response()
+    }
+
+    /// Answers a request to any other path: 404, after the same body and
+    /// bearer-token checks as `/mcp`, so a bad token is refused the same
+    /// way wherever it is sent.
+    async fn elsewhere(&self, request: Request) -> Response {
+        let request = match read_body(self.limits, request).await {
+            Ok(request) => request,
+            Err(refused) => return refused,
+        };
+        if let Err(refused) = bind_task(&*self.store, request).await {
+            return refused;
+        }
+        (
+            StatusCode::NOT_FOUND,
+            "Not Found: this host serves MCP at /mcp",
+        )
+            .into_response()
     }
 
     /// Answers a `DELETE` that ends a session as clients expect: rmcp closes

@@ -34,7 +34,7 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -59,10 +59,17 @@ pub const EVENTS_KEPT: usize = 16;
 /// connection did not take it.
 pub const KEEP_UNDELIVERED: Duration = Duration::from_secs(60);
 
-/// At most this many such streams are kept per session, the oldest given up
-/// first, so a client that breaks off every request cannot make the host
-/// hoard answers.
+/// At most this many such streams are kept per session, holding at most
+/// [`UNDELIVERED_BYTES`] of messages, and all sessions together at most
+/// [`UNDELIVERED_BYTES_ALL`]; the oldest are given up first. A client that
+/// breaks off every request cannot make the host hoard answers.
 pub const UNDELIVERED_KEPT: usize = 64;
+
+/// See [`UNDELIVERED_KEPT`].
+pub const UNDELIVERED_BYTES: usize = 4 << 20;
+
+/// See [`UNDELIVERED_KEPT`].
+pub const UNDELIVERED_BYTES_ALL: usize = 64 << 20;
 
 /// How long to wait before reconnecting, told to clients at the start of
 /// each request's stream (the SSE `retry` field).
@@ -96,6 +103,8 @@ pub struct Sessions {
     /// A session with no message either way, and no request in flight, for
     /// this long is closed.
     idle: Duration,
+    /// Bytes of kept answers over all sessions (see [`UNDELIVERED_KEPT`]).
+    kept_bytes: Arc<AtomicUsize>,
 }
 
 /// One session: the client's messages waiting for the service loop, and
@@ -121,8 +130,13 @@ struct Inbox {
 /// Who a message from the server belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Owner {
+    /// A client's request.
     Request(RequestId),
+    /// The progress token a client's request gave.
     Progress(ProgressToken),
+    /// A request the server made while handling a client's request (its
+    /// cancellation goes where it went).
+    Asked(RequestId),
 }
 
 #[derive(Default)]
@@ -143,6 +157,10 @@ struct Routes {
     standalone: Events,
     extra_standalone: Vec<Inlet>,
     ended: bool,
+    /// Bytes of messages in this session's kept streams.
+    kept_bytes: usize,
+    /// The same, summed over all sessions.
+    all_kept_bytes: Arc<AtomicUsize>,
 }
 
 struct RequestStream {
@@ -151,8 +169,8 @@ struct RequestStream {
     owners: Vec<Owner>,
     /// The answer has been sent: nothing more comes.
     finished: bool,
-    /// Whether it is in [`Routes::undelivered`].
-    kept: bool,
+    /// Its size in bytes, if it is in [`Routes::undelivered`].
+    kept: Option<usize>,
 }
 
 /// A stream's open connection, if any, and its last events.
@@ -183,6 +201,7 @@ impl Sessions {
         Sessions {
             live: RwLock::default(),
             idle,
+            kept_bytes: Arc::default(),
         }
     }
 
@@ -266,11 +285,23 @@ impl Session {
         self.arrived.notify_one();
         let mut routes = self.routes.lock().expect("never poisoned");
         routes.ended = true;
-        routes.streams.clear();
-        routes.owners.clear();
-        routes.undelivered.clear();
+        routes.clear();
         routes.standalone = Events::default();
         routes.extra_standalone.clear();
+    }
+}
+
+/// Where a message from the server goes.
+enum Destination {
+    /// A request's stream; `true` if the message ends it.
+    Stream(u64, bool),
+    Standalone,
+    Nowhere,
+}
+
+impl Drop for Routes {
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 
@@ -290,12 +321,23 @@ impl Routes {
             },
             owners: Vec::new(),
             finished: false,
-            kept: false,
+            kept: None,
         };
         if let Some(JsonRpcMessage::Request(request)) = request {
             stream.owners.push(Owner::Request(request.id.clone()));
             if let Some(token) = request.request.get_meta().get_progress_token() {
                 stream.owners.push(Owner::Progress(token));
+            }
+            // A request id (or token) still in flight, used again: rmcp
+            // answers only one of the two, so the older stream ends here
+            // rather than wait forever.
+            let reused: Vec<u64> = stream
+                .owners
+                .iter()
+                .filter_map(|owner| self.owners.get(owner).copied())
+                .collect();
+            for old in reused {
+                self.finish(old);
             }
             for owner in &stream.owners {
                 self.owners.insert(owner.clone(), number);
@@ -305,15 +347,19 @@ impl Routes {
         (number, rx)
     }
 
-    /// Where `message` goes: a request's stream, and whether it ends that
-    /// stream; `None` for the standalone stream.
-    fn owner_of(&self, message: &ServerJsonRpcMessage) -> Option<(u64, bool)> {
+    /// Where `message` goes.
+    fn destination(&self, message: &ServerJsonRpcMessage) -> Destination {
         let (owner, ends) = match message {
             JsonRpcMessage::Response(response) => (Owner::Request(response.id.clone()), true),
-            JsonRpcMessage::Error(error) => (Owner::Request(error.id.clone()?), true),
+            JsonRpcMessage::Error(error) => match &error.id {
+                Some(id) => (Owner::Request(id.clone()), true),
+                None => return Destination::Standalone,
+            },
             JsonRpcMessage::Request(request) => {
-                let origin = request.request.extensions().get::<OriginatingRequestId>()?;
-                (Owner::Request(origin.0.clone()), false)
+                match request.request.extensions().get::<OriginatingRequestId>() {
+                    Some(origin) => (Owner::Request(origin.0.clone()), false),
+                    None => return Destination::Standalone,
+                }
             }
             JsonRpcMessage::Notification(notification) => match &notification.notification {
                 ServerNotification::ProgressNotification(progress) => (
@@ -321,42 +367,55 @@ impl Routes {
                     false,
                 ),
                 ServerNotification::CancelledNotification(cancelled) => {
-                    (Owner::Request(cancelled.params.request_id.clone()?), false)
+                    match &cancelled.params.request_id {
+                        Some(id) => (Owner::Asked(id.clone()), false),
+                        None => return Destination::Standalone,
+                    }
                 }
-                _ => return None,
+                _ => return Destination::Standalone,
             },
         };
-        self.owners.get(&owner).map(|&stream| (stream, ends))
+        match self.owners.get(&owner) {
+            Some(&number) => Destination::Stream(number, ends),
+            // An answer to a request whose stream has ended (the client
+            // cancelled it) goes nowhere: an answer never goes out on the
+            // standalone stream.
+            None if ends => Destination::Nowhere,
+            None => {
+                if matches!(owner, Owner::Request(_)) {
+                    tracing::warn!(
+                        "a server request goes out on the standalone stream: the request \
+                         it was made for has ended"
+                    );
+                }
+                Destination::Standalone
+            }
+        }
     }
 
     fn route(&mut self, message: ServerJsonRpcMessage) {
         if self.ended {
             return;
         }
-        match self.owner_of(&message) {
-            Some((number, ends)) => {
+        self.forget_expired();
+        match self.destination(&message) {
+            Destination::Stream(number, ends) => {
                 let Some(stream) = self.streams.get_mut(&number) else {
                     return;
                 };
+                if let JsonRpcMessage::Request(request) = &message {
+                    let asked = Owner::Asked(request.id.clone());
+                    stream.owners.push(asked.clone());
+                    self.owners.insert(asked, number);
+                }
                 stream.events.push(message, ends);
                 if ends {
                     self.finish(number);
                 }
             }
-            None => {
-                if let JsonRpcMessage::Request(request) = &message
-                    && request
-                        .request
-                        .extensions()
-                        .get::<OriginatingRequestId>()
-                        .is_some()
-                {
-                    tracing::warn!(
-                        "a server request goes out on the standalone stream: the request \
-                         it was made for has ended"
-                    );
-                }
-                self.standalone.push(message, false);
+            Destination::Standalone => self.standalone.push(message, false),
+            Destination::Nowhere => {
+                tracing::debug!("an answer to a request whose stream has ended is dropped");
             }
         }
     }
@@ -369,7 +428,10 @@ impl Routes {
             return;
         };
         for owner in stream.owners.drain(..) {
-            self.owners.remove(&owner);
+            // Unless a newer request took the id over.
+            if self.owners.get(&owner) == Some(&number) {
+                self.owners.remove(&owner);
+            }
         }
         stream.finished = true;
         if stream.events.to_client.take().is_none() {
@@ -379,16 +441,49 @@ impl Routes {
 
     /// Keeps a finished stream whose answer no connection took.
     fn keep(&mut self, number: u64) {
-        if let Some(stream) = self.streams.get_mut(&number)
-            && !stream.kept
-        {
-            stream.kept = true;
-            self.undelivered.push_back((Instant::now(), number));
-            while self.undelivered.len() > UNDELIVERED_KEPT {
-                let (_, oldest) = self.undelivered.pop_front().expect("not empty");
-                self.streams.remove(&oldest);
-            }
+        let Some(stream) = self.streams.get_mut(&number) else {
+            return;
+        };
+        if stream.kept.is_some() {
+            return;
         }
+        let bytes = stream.events.size();
+        stream.kept = Some(bytes);
+        self.kept_bytes += bytes;
+        self.all_kept_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.undelivered.push_back((Instant::now(), number));
+        // The oldest go first, this one last if it alone is too much.
+        while self.undelivered.len() > UNDELIVERED_KEPT
+            || self.kept_bytes > UNDELIVERED_BYTES
+            || self.all_kept_bytes.load(Ordering::Relaxed) > UNDELIVERED_BYTES_ALL
+        {
+            let Some((_, oldest)) = self.undelivered.pop_front() else {
+                break;
+            };
+            self.remove(oldest);
+        }
+    }
+
+    /// Removes a stream, and its kept bytes from the counts.
+    fn remove(&mut self, number: u64) {
+        if let Some(RequestStream {
+            kept: Some(bytes), ..
+        }) = self.streams.remove(&number)
+        {
+            self.kept_bytes -= bytes;
+            self.all_kept_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            self.undelivered.retain(|&(_, n)| n != number);
+        }
+    }
+
+    /// Forgets every stream, keeping the counts right.
+    fn clear(&mut self) {
+        self.all_kept_bytes
+            .fetch_sub(self.kept_bytes, Ordering::Relaxed);
+        self.kept_bytes = 0;
+        self.streams.clear();
+        self.owners.clear();
+        self.undelivered.clear();
     }
 
     /// A request stream's connection has ended: `complete` if it took
@@ -406,9 +501,7 @@ impl Routes {
             return;
         }
         if complete {
-            if self.streams.remove(&number).is_some_and(|s| s.kept) {
-                self.undelivered.retain(|&(_, n)| n != number);
-            }
+            self.remove(number);
         } else {
             self.keep(number);
         }
@@ -419,14 +512,13 @@ impl Routes {
             if at.elapsed() < KEEP_UNDELIVERED {
                 break;
             }
-            self.undelivered.pop_front();
-            self.streams.remove(&number);
+            self.remove(number);
         }
     }
 
-    /// Opens the standalone stream, or an extra one if it is open already;
-    /// sends what it holds after `after` (everything not yet delivered when
-    /// `None`).
+    /// Opens the standalone stream, or an extra one if it is open already
+    /// and this is not a resumption; sends what it holds after `after`
+    /// (everything not yet delivered when `None`).
     fn open_standalone(&mut self, after: Option<u64>) -> Receiver {
         self.forget_expired();
         let (tx, rx) = pipe();
@@ -435,7 +527,9 @@ impl Routes {
             .to_client
             .as_ref()
             .is_some_and(Inlet::is_open);
-        if open {
+        // A client resuming the stream lost its connection, though the
+        // host may not have noticed yet: it takes the stream over.
+        if open && after.is_none() {
             self.extra_standalone.retain(Inlet::is_open);
             if self.extra_standalone.len() >= EXTRA_STANDALONE {
                 self.extra_standalone.remove(0);
@@ -451,6 +545,25 @@ impl Routes {
 }
 
 impl Events {
+    /// About how many bytes its kept messages take: their JSON.
+    fn size(&self) -> usize {
+        struct Count(usize);
+        impl std::io::Write for Count {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0 += bytes.len();
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut count = Count(0);
+        for message in self.kept.iter().filter_map(|e| e.message.as_deref()) {
+            let _ = serde_json::to_writer(&mut count, message);
+        }
+        count.0
+    }
+
     fn id_of(&self, index: u64) -> String {
         match self.stream {
             Some(stream) => format!("{index}/{stream}"),
@@ -575,19 +688,16 @@ impl SessionManager for Sessions {
 
     async fn create_session(&self) -> Result<(SessionId, SessionTransport), SessionError> {
         let id = session_id();
+        let mut routes = Routes::default();
+        routes.all_kept_bytes = self.kept_bytes.clone();
+        // The standalone stream's priming event, which rmcp sends, is
+        // event 0.
+        routes.standalone.next = 1;
         let session = Arc::new(Session {
             id: id.clone(),
             inbox: Mutex::default(),
             arrived: Notify::new(),
-            routes: Mutex::new(Routes {
-                standalone: Events {
-                    // The standalone stream's priming event, which rmcp
-                    // sends, is event 0.
-                    next: 1,
-                    ..Events::default()
-                },
-                ..Routes::default()
-            }),
+            routes: Mutex::new(routes),
             began: Instant::now(),
             active_at: AtomicU64::new(0),
         });
@@ -666,6 +776,7 @@ impl SessionManager for Sessions {
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
         let session = self.get(id)?;
+        session.touch();
         let mut routes = session.routes.lock().expect("never poisoned");
         if routes.ended {
             return Err(SessionError::Ended(id.clone()));
@@ -680,6 +791,7 @@ impl SessionManager for Sessions {
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
         let (after, stream) = parse_event_id(&last_event_id)?;
         let session = self.get(id)?;
+        session.touch();
         let mut routes = session.routes.lock().expect("never poisoned");
         if routes.ended {
             return Err(SessionError::Ended(id.clone()));
@@ -745,13 +857,11 @@ impl Transport<RoleServer> for SessionTransport {
                         self.session.active_at.load(Ordering::Relaxed),
                     );
                     let idle_until = self.session.began + active_at + self.idle;
-                    let busy = !self
-                        .session
-                        .routes
-                        .lock()
-                        .expect("never poisoned")
-                        .owners
-                        .is_empty();
+                    let busy = {
+                        let mut routes = self.session.routes.lock().expect("never poisoned");
+                        routes.forget_expired();
+                        !routes.owners.is_empty()
+                    };
                     if busy || idle_until > Instant::now() {
                         let next = if busy { Instant::now() + self.idle } else { idle_until };
                         self.idle_timer.as_mut().reset(next.into());
@@ -823,6 +933,88 @@ mod tests {
         // The five oldest were given up.
         assert!(!routes.streams.contains_key(&4));
         assert!(routes.streams.contains_key(&5));
+    }
+
+    fn server(value: serde_json::Value) -> ServerJsonRpcMessage {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn kept_answers_stay_within_their_byte_budgets() {
+        let mut routes = Routes::default();
+        let big = "x".repeat(1 << 20);
+        for id in 0..8 {
+            let (number, to_client) = routes.open(Some(&ping(id)));
+            drop(to_client);
+            routes.connection_ended(number, 0, false);
+            routes.route(server(serde_json::json!({
+                "jsonrpc": "2.0", "id": id,
+                "result": { "content": [{ "type": "text", "text": big }] }
+            })));
+        }
+        assert!(
+            routes.kept_bytes <= UNDELIVERED_BYTES,
+            "{}",
+            routes.kept_bytes
+        );
+        assert_eq!(
+            routes.undelivered.len(),
+            3,
+            "three 1 MiB answers fit in 4 MiB"
+        );
+        let all = routes.all_kept_bytes.clone();
+        assert_eq!(all.load(Ordering::Relaxed), routes.kept_bytes);
+        drop(routes);
+        assert_eq!(
+            all.load(Ordering::Relaxed),
+            0,
+            "a dropped session gives its bytes back"
+        );
+    }
+
+    #[test]
+    fn a_request_id_used_again_ends_the_older_stream_and_late_answers_go_nowhere() {
+        let mut routes = Routes::default();
+        let (_, mut first) = routes.open(Some(&ping(1)));
+        let (_, mut second) = routes.open(Some(&ping(1)));
+        assert!(
+            matches!(ready(&mut first), Some(None)),
+            "the older stream ended"
+        );
+        routes.route(answer(1));
+        assert!(ready(&mut second).flatten().unwrap().message.is_some());
+        // An answer nobody waits for (its request was cancelled) does not
+        // go out on the standalone stream.
+        routes.route(answer(1));
+        assert_eq!(routes.standalone.next, 0);
+        assert!(routes.standalone.kept.is_empty());
+    }
+
+    #[test]
+    fn a_server_request_and_its_cancellation_go_where_the_client_request_went() {
+        let mut routes = Routes::default();
+        // The client's request 0 and the server's request 0 are unrelated.
+        let (_, mut zero) = routes.open(Some(&ping(0)));
+        let (_, mut one) = routes.open(Some(&ping(1)));
+        let mut asked = server(serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "ping"}));
+        if let JsonRpcMessage::Request(request) = &mut asked {
+            request
+                .request
+                .extensions_mut()
+                .insert(OriginatingRequestId(RequestId::Number(1)));
+        }
+        routes.route(asked);
+        routes.route(server(serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": { "requestId": 0 }
+        })));
+        assert!(ready(&mut one).flatten().unwrap().message.is_some());
+        assert!(ready(&mut one).flatten().unwrap().message.is_some());
+        assert!(
+            ready(&mut zero).is_none(),
+            "client request 0's stream got nothing"
+        );
+        assert!(routes.standalone.kept.is_empty());
     }
 
     #[test]
