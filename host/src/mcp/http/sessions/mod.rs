@@ -1,0 +1,423 @@
+//! The live sessions of the Streamable HTTP endpoint, and for each, which of
+//! its open event streams a message from the server goes out on.
+//!
+//! rmcp's service drives the protocol; this is the [`SessionManager`] it
+//! asks where messages go. rmcp's own `LocalSessionManager` puts a task
+//! between the HTTP requests and each session's service loop, so every
+//! message, either way, costs one more task hop (a wake-up and a context
+//! switch on another thread) and a reply through a one-shot channel; each
+//! session also holds six channels of 32 message slots, used or not. Here a
+//! session is a queue and a routing table behind locks that whoever holds
+//! a message consults: a request handler queues the client's message and
+//! wakes the service loop, and the service loop's `send` puts each answer
+//! straight into the event stream of the request it answers.
+//!
+//! Where each message goes, and what a stream keeps for a client that
+//! resumes it, is [`routes`].
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+use rmcp::RoleServer;
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId, session_id};
+use rmcp::transport::streamable_http_server::SessionManager;
+use tokio::sync::Notify;
+
+use super::pipe::Outlet;
+use routes::{Routes, parse_event_id};
+
+mod routes;
+
+/// How long a new session's service may take to answer `initialize`.
+const INITIALIZE_WITHIN: Duration = Duration::from_secs(60);
+
+/// Why a session could not do what a request asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no live session {0}")]
+    NotFound(SessionId),
+    #[error("session {0} has ended")]
+    Ended(SessionId),
+    #[error("`{0}` is not an event id this host issued")]
+    BadEventId(String),
+    #[error("stream {0} of this session is gone, so it cannot be resumed")]
+    NoStream(u64),
+    #[error("the session's service did not answer `initialize` within {0:?}")]
+    InitializeTimedOut(Duration),
+}
+
+/// The live sessions, by id.
+pub struct Sessions {
+    live: RwLock<HashMap<SessionId, Arc<Session>>>,
+    /// A session with no message either way, and no request in flight, for
+    /// this long is closed.
+    idle: Duration,
+    /// Bytes of kept answers over all sessions (see
+    /// [`routes::UNDELIVERED_KEPT`]).
+    kept_bytes: Arc<AtomicUsize>,
+}
+
+/// One session: the client's messages waiting for the service loop, and
+/// where the server's messages go.
+struct Session {
+    id: SessionId,
+    inbox: Mutex<Inbox>,
+    /// Wakes the service loop when a message is queued or the session ends.
+    arrived: Notify,
+    routes: Mutex<Routes>,
+    /// When the session began; `active_at` counts from it.
+    began: Instant,
+    /// Milliseconds from `began` to the last message either way.
+    active_at: AtomicU64,
+}
+
+#[derive(Default)]
+struct Inbox {
+    queue: VecDeque<ClientJsonRpcMessage>,
+    ended: bool,
+}
+
+/// The service loop's side of a session.
+pub struct SessionTransport {
+    session: Arc<Session>,
+    idle: Duration,
+    idle_timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Sessions {
+    pub fn new(idle: Duration) -> Sessions {
+        Sessions {
+            live: RwLock::default(),
+            idle,
+            kept_bytes: Arc::default(),
+        }
+    }
+
+    /// Live sessions.
+    pub fn len(&self) -> usize {
+        self.live.read().expect("never poisoned").len()
+    }
+
+    /// Whether `id` is a live session.
+    pub fn contains(&self, id: &str) -> bool {
+        self.live
+            .read()
+            .expect("never poisoned")
+            .get(id)
+            .is_some_and(|s| !s.inbox.lock().expect("never poisoned").ended)
+    }
+
+    fn get(&self, id: &SessionId) -> Result<Arc<Session>, SessionError> {
+        self.live
+            .read()
+            .expect("never poisoned")
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SessionError::NotFound(id.clone()))
+    }
+}
+
+impl Session {
+    fn touch(&self) {
+        let now = self.began.elapsed().as_millis() as u64;
+        self.active_at.store(now, Ordering::Relaxed);
+    }
+
+    /// Queues a client message for the service loop.
+    fn deliver(&self, message: ClientJsonRpcMessage) -> Result<(), SessionError> {
+        {
+            let mut inbox = self.inbox.lock().expect("never poisoned");
+            if inbox.ended {
+                return Err(SessionError::Ended(self.id.clone()));
+            }
+            inbox.queue.push_back(message);
+        }
+        self.touch();
+        self.arrived.notify_one();
+        Ok(())
+    }
+
+    /// Opens a stream for a client's request (with its priming event if
+    /// `prime`), then queues the request.
+    fn open_request(
+        self: &Arc<Self>,
+        message: ClientJsonRpcMessage,
+        prime: bool,
+    ) -> Result<Receiver, SessionError> {
+        let end = {
+            let mut routes = self.routes.lock().expect("never poisoned");
+            if routes.is_ended() {
+                return Err(SessionError::Ended(self.id.clone()));
+            }
+            let (number, connection, rx) = routes.open_request(&message, prime);
+            let end = StreamEnd {
+                session: Arc::downgrade(self),
+                stream: number,
+                connection,
+                complete: false,
+            };
+            Receiver { rx, end: Some(end) }
+        };
+        self.deliver(message)?;
+        Ok(end)
+    }
+
+    /// Ends the session: the service loop sees no more messages and every
+    /// open stream ends.
+    fn end(&self) {
+        self.inbox.lock().expect("never poisoned").ended = true;
+        self.arrived.notify_one();
+        self.routes.lock().expect("never poisoned").end();
+    }
+}
+
+/// A stream of events for one HTTP response.
+pub struct Receiver {
+    rx: Outlet,
+    /// For a request's stream: whom to tell when the connection ends.
+    end: Option<StreamEnd>,
+}
+
+struct StreamEnd {
+    session: Weak<Session>,
+    stream: u64,
+    connection: u64,
+    complete: bool,
+}
+
+impl StreamEnd {
+    fn report(&self, complete: bool) {
+        if let Some(session) = self.session.upgrade() {
+            session
+                .routes
+                .lock()
+                .expect("never poisoned")
+                .connection_ended(self.stream, self.connection, complete);
+        }
+    }
+}
+
+impl Stream for Receiver {
+    type Item = ServerSseMessage;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<ServerSseMessage>> {
+        let polled = Pin::new(&mut self.rx).poll_next(cx);
+        if let std::task::Poll::Ready(None) = polled
+            && let Some(end) = &mut self.end
+            && !end.complete
+        {
+            end.complete = true;
+            end.report(true);
+        }
+        polled
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        if let Some(end) = &self.end
+            && !end.complete
+        {
+            end.report(false);
+        }
+    }
+}
+
+impl SessionManager for Sessions {
+    type Error = SessionError;
+    type Transport = SessionTransport;
+
+    async fn create_session(&self) -> Result<(SessionId, SessionTransport), SessionError> {
+        let id = session_id();
+        let routes = Routes::new(self.kept_bytes.clone());
+        let session = Arc::new(Session {
+            id: id.clone(),
+            inbox: Mutex::default(),
+            arrived: Notify::new(),
+            routes: Mutex::new(routes),
+            began: Instant::now(),
+            active_at: AtomicU64::new(0),
+        });
+        self.live
+            .write()
+            .expect("never poisoned")
+            .insert(id.clone(), session.clone());
+        let transport = SessionTransport {
+            session,
+            idle: self.idle,
+            idle_timer: Box::pin(tokio::time::sleep(self.idle)),
+        };
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, SessionError> {
+        use futures::StreamExt;
+        let session = self.get(id)?;
+        let mut answers = session.open_request(message, false)?;
+        let answer = tokio::time::timeout(INITIALIZE_WITHIN, answers.next())
+            .await
+            .map_err(|_| SessionError::InitializeTimedOut(INITIALIZE_WITHIN))?
+            .and_then(|event| event.message)
+            .ok_or_else(|| SessionError::Ended(id.clone()))?;
+        // The answer ended the stream; reading its end lets it go at once.
+        let _ = answers.next().await;
+        Ok(Arc::unwrap_or_clone(answer))
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, SessionError> {
+        Ok(self.contains(id))
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), SessionError> {
+        let session = self.live.write().expect("never poisoned").remove(id);
+        if let Some(session) = session {
+            session.end();
+        }
+        Ok(())
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
+        self.get(id)?.open_request(message, true)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), SessionError> {
+        let session = self.get(id)?;
+        // A request the client cancelled gets no answer (rmcp's service
+        // drops it), so its stream ends here.
+        if let JsonRpcMessage::Notification(notification) = &message
+            && let ClientNotification::CancelledNotification(cancelled) = &notification.notification
+            && let Some(request) = &cancelled.params.request_id
+        {
+            session
+                .routes
+                .lock()
+                .expect("never poisoned")
+                .cancelled(request);
+        }
+        session.deliver(message)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
+        let session = self.get(id)?;
+        session.touch();
+        let mut routes = session.routes.lock().expect("never poisoned");
+        if routes.is_ended() {
+            return Err(SessionError::Ended(id.clone()));
+        }
+        let rx = routes.open_standalone(None);
+        Ok(Receiver { rx, end: None })
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
+        let (after, stream) = parse_event_id(&last_event_id)
+            .ok_or_else(|| SessionError::BadEventId(last_event_id.chars().take(64).collect()))?;
+        let session = self.get(id)?;
+        session.touch();
+        let mut routes = session.routes.lock().expect("never poisoned");
+        if routes.is_ended() {
+            return Err(SessionError::Ended(id.clone()));
+        }
+        let Some(number) = stream else {
+            let rx = routes.open_standalone(Some(after));
+            return Ok(Receiver { rx, end: None });
+        };
+        let (connection, rx) = routes
+            .resume(number, after)
+            .ok_or(SessionError::NoStream(number))?;
+        let end = StreamEnd {
+            session: Arc::downgrade(&session),
+            stream: number,
+            connection,
+            complete: false,
+        };
+        Ok(Receiver { rx, end: Some(end) })
+    }
+}
+
+impl Transport<RoleServer> for SessionTransport {
+    type Error = Infallible;
+
+    fn send(
+        &mut self,
+        message: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+        // Routed here, in the service loop's own task: the answer is in the
+        // request's stream before this returns.
+        self.session.touch();
+        self.session
+            .routes
+            .lock()
+            .expect("never poisoned")
+            .route(message);
+        std::future::ready(Ok(()))
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        loop {
+            {
+                let mut inbox = self.session.inbox.lock().expect("never poisoned");
+                if let Some(message) = inbox.queue.pop_front() {
+                    return Some(message);
+                }
+                if inbox.ended {
+                    return None;
+                }
+            }
+            tokio::select! {
+                () = self.session.arrived.notified() => {}
+                () = self.idle_timer.as_mut() => {
+                    // The timer is moved on only when it fires, not at every
+                    // message: resetting a timer costs more than reading a clock.
+                    let active_at = Duration::from_millis(
+                        self.session.active_at.load(Ordering::Relaxed),
+                    );
+                    let idle_until = self.session.began + active_at + self.idle;
+                    let busy = self.session.routes.lock().expect("never poisoned").busy();
+                    if busy || idle_until > Instant::now() {
+                        let next = if busy { Instant::now() + self.idle } else { idle_until };
+                        self.idle_timer.as_mut().reset(next.into());
+                    } else {
+                        tracing::info!(session = %self.session.id, "closing a session idle for {:?}", self.idle);
+                        self.session.end();
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Infallible> {
+        self.session.end();
+        Ok(())
+    }
+}
