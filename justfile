@@ -38,14 +38,15 @@ build: plugins
 # Build the example catalog's plugin components: Rust, Python and JavaScript.
 plugins: rust-plugins polyglot-plugins
 
-# Build the example Rust plugin components (wasm32-wasip2).
+# Build the example Rust plugin components (wasm32-wasip2, the plugin
+# profile of Cargo.toml).
 rust-plugins: setup
-    cargo build --release --target wasm32-wasip2 -p helpdesk -p notes -p crm
+    cargo build --profile plugin --target wasm32-wasip2 -p helpdesk -p notes -p crm
 
 # Build the test fixtures' components (wasm32-wasip2), which only the tests
 # and the bench load (so `just run` does not wait for them).
 test-plugins: setup
-    cargo build --release --target wasm32-wasip2 -p fixture -p spy -p poison
+    cargo build --profile plugin --target wasm32-wasip2 -p fixture -p spy -p poison
 
 # Install componentize-py (PyPI) into target/polyglot/py and componentize-js
 # (npm) into target/polyglot/js, run by the Node.js of conformance-setup.

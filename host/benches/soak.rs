@@ -58,7 +58,7 @@ async fn main() {
         binary,
         manifest,
     } = Setup::find();
-    let fixture = root.join("target/wasm32-wasip2/release/fixture.wasm");
+    let fixture = root.join("target/wasm32-wasip2/plugin/fixture.wasm");
     assert!(
         fixture.exists(),
         "{} is missing: run `just soak`",

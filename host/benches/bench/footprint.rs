@@ -213,10 +213,10 @@ fn state_dir(manifest: &Path) -> PathBuf {
 /// names, so start-up loads and vets `count` plugins.
 fn generated_catalog(bench: &Bench, dir: &Path, count: usize) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    let component = bench.root.join("target/wasm32-wasip2/release/fixture.wasm");
+    let component = bench.root.join("target/wasm32-wasip2/plugin/fixture.wasm");
     assert!(
         component.exists(),
-        "{} is missing: run `just build`",
+        "{} is missing: run `just test-plugins`",
         component.display()
     );
     let mut text = String::from("[host]\nstate_dir = \"state\"\n\n");

@@ -149,7 +149,7 @@ fn spin(bench: &Bench, runtime: &tokio::runtime::Runtime) -> Vec<Figure> {
     let scratch = bench.root.join("target/bench/spin-scratch");
     let _ = std::fs::remove_dir_all(&scratch);
     let manifest = scratch_manifest(&bench.root, &bench.manifest, &scratch);
-    let fixture = bench.root.join("target/wasm32-wasip2/release/fixture.wasm");
+    let fixture = bench.root.join("target/wasm32-wasip2/plugin/fixture.wasm");
     let mut text = std::fs::read_to_string(&manifest).unwrap();
     text.push_str(&format!(
         "\n[[plugin]]\nname = \"fixture\"\ncomponent = {:?}\nsha256 = \"{}\"\ninstance = \"call\"\n\

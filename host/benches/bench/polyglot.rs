@@ -50,7 +50,7 @@ fn guests(root: &Path) -> Vec<Guest> {
         Guest {
             lang: "Rust",
             plugin: "crm",
-            component: root.join("target/wasm32-wasip2/release/crm.wasm"),
+            component: root.join("target/wasm32-wasip2/plugin/crm.wasm"),
             tools: &[
                 ("crm_contact_search", "read"),
                 ("crm_contact_get", "read"),

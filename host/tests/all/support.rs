@@ -40,7 +40,7 @@ pub const FAULT_RUN_ALLOW: &str = "lint_allow = { name-vague-verb = \"test fixtu
 /// A plugin component built from `plugins/` or the test fixtures.
 pub fn wasm(name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/wasm32-wasip2/release")
+        .join("../target/wasm32-wasip2/plugin")
         .join(format!("{name}.wasm"));
     assert!(
         path.exists(),
