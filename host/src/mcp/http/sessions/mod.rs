@@ -170,6 +170,18 @@ impl Session {
         Ok(end)
     }
 
+    /// Ends the session, as `end` does, unless a request is being answered;
+    /// whether it ended.
+    fn end_if_idle(&self) -> bool {
+        if !self.routes.lock().expect("never poisoned").end_if_idle() {
+            return false;
+        }
+        // A request that found the routes open before this has its stream
+        // and kept the session busy; one after finds them ended.
+        self.inbox.lock().expect("never poisoned").ended = true;
+        true
+    }
+
     /// Ends the session: the service loop sees no more messages and every
     /// open stream ends.
     fn end(&self) {
@@ -402,14 +414,14 @@ impl Transport<RoleServer> for SessionTransport {
                         self.session.active_at.load(Ordering::Relaxed),
                     );
                     let idle_until = self.session.began + active_at + self.idle;
-                    let busy = self.session.routes.lock().expect("never poisoned").busy();
-                    if busy || idle_until > Instant::now() {
-                        let next = if busy { Instant::now() + self.idle } else { idle_until };
-                        self.idle_timer.as_mut().reset(next.into());
-                    } else {
+                    if idle_until > Instant::now() {
+                        self.idle_timer.as_mut().reset(idle_until.into());
+                    } else if self.session.end_if_idle() {
                         tracing::info!(session = %self.session.id, "closing a session idle for {:?}", self.idle);
-                        self.session.end();
                         return None;
+                    } else {
+                        // A request is being answered: look again later.
+                        self.idle_timer.as_mut().reset((Instant::now() + self.idle).into());
                     }
                 }
             }
