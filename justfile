@@ -27,7 +27,8 @@ default:
 setup:
     rustup target add wasm32-wasip2
 
-# Build the plugins (wasm32-wasip2), the host and the demo CRM, release;
+# Build the plugins (wasm32-wasip2, the plugin profile), the host and the
+# demo CRM (release);
 # pin the example catalog to what was built and vet it (tools-manifest.lock);
 # starts nothing.
 build: plugins

@@ -170,15 +170,25 @@ impl Session {
         Ok(end)
     }
 
-    /// Ends the session, as `end` does, unless a request is being answered;
-    /// whether it ended.
-    fn end_if_idle(&self) -> bool {
-        if !self.routes.lock().expect("never poisoned").end_if_idle() {
+    /// Ends the session, as `end` does, unless it was active within `idle`,
+    /// a request is being answered or a message waits; whether it ended.
+    /// All is decided with the routes locked: a request that opened its
+    /// stream first keeps the session busy, one after finds it ended, and
+    /// a message queued first is read, not dropped.
+    fn end_if_idle(&self, idle: Duration) -> bool {
+        let mut routes = self.routes.lock().expect("never poisoned");
+        let active_at = Duration::from_millis(self.active_at.load(Ordering::Relaxed));
+        if routes.busy() || self.began + active_at + idle > Instant::now() {
             return false;
         }
-        // A request that found the routes open before this has its stream
-        // and kept the session busy; one after finds them ended.
-        self.inbox.lock().expect("never poisoned").ended = true;
+        {
+            let mut inbox = self.inbox.lock().expect("never poisoned");
+            if !inbox.queue.is_empty() {
+                return false;
+            }
+            inbox.ended = true;
+        }
+        routes.end();
         true
     }
 
@@ -416,11 +426,11 @@ impl Transport<RoleServer> for SessionTransport {
                     let idle_until = self.session.began + active_at + self.idle;
                     if idle_until > Instant::now() {
                         self.idle_timer.as_mut().reset(idle_until.into());
-                    } else if self.session.end_if_idle() {
+                    } else if self.session.end_if_idle(self.idle) {
                         tracing::info!(session = %self.session.id, "closing a session idle for {:?}", self.idle);
                         return None;
                     } else {
-                        // A request is being answered: look again later.
+                        // Busy, or active a moment ago: look again later.
                         self.idle_timer.as_mut().reset((Instant::now() + self.idle).into());
                     }
                 }
@@ -431,5 +441,55 @@ impl Transport<RoleServer> for SessionTransport {
     async fn close(&mut self) -> Result<(), Infallible> {
         self.session.end();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use rmcp::model::{RequestId, ServerResult};
+    use serde_json::json;
+
+    fn message(value: serde_json::Value) -> ClientJsonRpcMessage {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_idle_end_waits_for_answers_and_queued_messages_and_refuses_what_follows() {
+        let sessions = Sessions::new(Duration::ZERO);
+        let (id, mut transport) = sessions.create_session().await.unwrap();
+        let session = sessions.get(&id).unwrap();
+        let ping = |id: i64| message(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+
+        let mut stream = sessions.create_stream(&id, ping(1)).await.unwrap();
+        assert!(
+            !session.end_if_idle(Duration::ZERO),
+            "ended while a request was answered"
+        );
+        assert!(transport.receive().await.is_some());
+        let answer = JsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(1));
+        transport.send(answer).await.unwrap();
+        let mut events = 0;
+        while stream.next().await.is_some() {
+            events += 1;
+        }
+        assert_eq!(events, 2, "the priming event and the answer");
+        drop(stream);
+
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        sessions
+            .accept_message(&id, message(initialized))
+            .await
+            .unwrap();
+        assert!(
+            !session.end_if_idle(Duration::ZERO),
+            "ended with a message unread"
+        );
+        assert!(transport.receive().await.is_some());
+
+        assert!(session.end_if_idle(Duration::ZERO));
+        assert!(!sessions.has_session(&id).await.unwrap());
+        assert!(sessions.create_stream(&id, ping(2)).await.is_err());
     }
 }

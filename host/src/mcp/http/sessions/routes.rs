@@ -199,18 +199,6 @@ impl Routes {
         !self.owners.is_empty()
     }
 
-    /// Ends every stream unless a request is still being answered; whether
-    /// it ended. The check and the end are one step under the routes' lock,
-    /// so a request opening its stream meanwhile either keeps the session
-    /// or finds it ended, never a stream that ends empty.
-    pub(super) fn end_if_idle(&mut self) -> bool {
-        if self.busy() {
-            return false;
-        }
-        self.end();
-        true
-    }
-
     /// Ends every stream; nothing opens after this.
     pub(super) fn end(&mut self) {
         self.ended = true;
@@ -571,20 +559,6 @@ mod tests {
         routes.connection_ended(a, 0, true);
         assert_eq!(routes.streams.len(), 1);
         assert_eq!(routes.owners.len(), 1);
-    }
-
-    #[test]
-    fn a_session_answering_a_request_is_not_ended_as_idle() {
-        let mut routes = Routes::default();
-        let (a, mut to_a) = routes.open(&ping(1));
-        assert!(!routes.end_if_idle(), "ended while a request was answered");
-        assert!(!routes.is_ended());
-        routes.route(answer(1));
-        assert!(matches!(ready(&mut to_a), Some(Some(_))));
-        assert!(matches!(ready(&mut to_a), Some(None)));
-        routes.connection_ended(a, 0, true);
-        assert!(routes.end_if_idle(), "not ended once the answer was taken");
-        assert!(routes.is_ended());
     }
 
     #[test]
