@@ -126,6 +126,11 @@ impl Sessions {
 }
 
 impl Session {
+    /// When the session is idle for `idle` if nothing happens meanwhile.
+    fn idle_until(&self, idle: Duration) -> Instant {
+        self.began + Duration::from_millis(self.active_at.load(Ordering::Relaxed)) + idle
+    }
+
     fn touch(&self) {
         let now = self.began.elapsed().as_millis() as u64;
         self.active_at.store(now, Ordering::Relaxed);
@@ -177,8 +182,7 @@ impl Session {
     /// a message queued first is read, not dropped.
     fn end_if_idle(&self, idle: Duration) -> bool {
         let mut routes = self.routes.lock().expect("never poisoned");
-        let active_at = Duration::from_millis(self.active_at.load(Ordering::Relaxed));
-        if routes.busy() || self.began + active_at + idle > Instant::now() {
+        if routes.busy() || self.idle_until(idle) > Instant::now() {
             return false;
         }
         {
@@ -420,10 +424,7 @@ impl Transport<RoleServer> for SessionTransport {
                 () = self.idle_timer.as_mut() => {
                     // The timer is moved on only when it fires, not at every
                     // message: resetting a timer costs more than reading a clock.
-                    let active_at = Duration::from_millis(
-                        self.session.active_at.load(Ordering::Relaxed),
-                    );
-                    let idle_until = self.session.began + active_at + self.idle;
+                    let idle_until = self.session.idle_until(self.idle);
                     if idle_until > Instant::now() {
                         self.idle_timer.as_mut().reset(idle_until.into());
                     } else if self.session.end_if_idle(self.idle) {
