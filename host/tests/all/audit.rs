@@ -691,6 +691,10 @@ async fn revocation_extension_and_expiry_are_recorded_with_who_did_them() {
     let m = manifest(vec![PluginEntry::notes()]);
     let task = open_task(&m, &["notes_note_save"], &[]);
     let client = stdio_with(&m, &[], &[("TOOLHOST_TASK_TOKEN", task.token.as_str())], ()).await;
+    // The client is ready once the host has answered `initialize`; the host
+    // records the session when the `initialized` notice that follows
+    // arrives, so the extension waits for that record to keep the order.
+    wait_for(&state_dir(&m), "session_opened");
     cli(&m, &["task", "extend", &task.id, "--ttl", "1s"]);
     tokio::time::sleep(Duration::from_millis(2_100)).await;
     let save = json!({ "slug": "late", "title": "t", "body": "b", "tags": [] });
