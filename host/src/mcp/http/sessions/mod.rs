@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -32,8 +32,10 @@ use rmcp::transport::streamable_http_server::SessionManager;
 use tokio::sync::Notify;
 
 use super::pipe::Outlet;
+use kept::Ledger;
 use routes::{Routes, parse_event_id};
 
+mod kept;
 mod routes;
 
 /// How long a new session's service may take to answer `initialize`.
@@ -60,9 +62,9 @@ pub struct Sessions {
     /// A session with no message either way, and no request in flight, for
     /// this long is closed.
     idle: Duration,
-    /// Bytes of kept answers over all sessions (see
+    /// Answers kept for resuming clients over all sessions (see
     /// [`routes::UNDELIVERED_KEPT`]).
-    kept_bytes: Arc<AtomicUsize>,
+    ledger: Arc<Ledger>,
 }
 
 /// One session: the client's messages waiting for the service loop, and
@@ -97,7 +99,7 @@ impl Sessions {
         Sessions {
             live: RwLock::default(),
             idle,
-            kept_bytes: Arc::default(),
+            ledger: Arc::default(),
         }
     }
 
@@ -266,7 +268,7 @@ impl SessionManager for Sessions {
 
     async fn create_session(&self) -> Result<(SessionId, SessionTransport), SessionError> {
         let id = session_id();
-        let routes = Routes::new(self.kept_bytes.clone());
+        let routes = Routes::new(self.ledger.clone());
         let session = Arc::new(Session {
             id: id.clone(),
             inbox: Mutex::default(),
@@ -466,9 +468,13 @@ mod tests {
         let mut stream = sessions.create_stream(&id, ping(1)).await.unwrap();
         assert!(
             !session.end_if_idle(Duration::ZERO),
-            "ended while a request was answered"
+            "ended with the request unread"
         );
         assert!(transport.receive().await.is_some());
+        assert!(
+            !session.end_if_idle(Duration::ZERO),
+            "ended while a request was answered"
+        );
         let answer = JsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(1));
         transport.send(answer).await.unwrap();
         let mut events = 0;

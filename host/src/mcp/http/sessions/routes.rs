@@ -17,14 +17,14 @@
 //! with `Last-Event-ID`: `<n>/<stream>` on a request's stream, `<n>` on the
 //! standalone one. Each stream keeps its last [`EVENTS_KEPT`] events. A
 //! request's stream ends when its connection has taken the answer; if the
-//! connection was gone first, the stream is kept for [`KEEP_UNDELIVERED`]
-//! after the answer, within [`UNDELIVERED_KEPT`]'s budgets, so the client
-//! can come back for it.
+//! connection was gone first, the stream is kept for
+//! [`KEEP_UNDELIVERED`](super::kept::KEEP_UNDELIVERED)
+//! after the answer, within [`UNDELIVERED_KEPT`]'s budgets and the
+//! [`Ledger`]'s over all sessions, so the client can come back for it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::model::{
     ClientJsonRpcMessage, GetExtensions, GetMeta, JsonRpcMessage, ProgressToken, RequestId,
@@ -33,26 +33,21 @@ use rmcp::model::{
 use rmcp::service::OriginatingRequestId;
 use rmcp::transport::common::server_side_http::ServerSseMessage;
 
+use super::kept::{Kept, Ledger};
 use crate::mcp::http::pipe::{Inlet, Outlet, pipe};
 
 /// Events each stream keeps for a client that resumes it.
 pub const EVENTS_KEPT: usize = 16;
 
-/// How long a request's stream is kept after its answer when the client's
-/// connection did not take it.
-pub const KEEP_UNDELIVERED: Duration = Duration::from_secs(60);
-
-/// At most this many such streams are kept per session, holding at most
-/// [`UNDELIVERED_BYTES`] of messages, and all sessions together at most
-/// [`UNDELIVERED_BYTES_ALL`]; the oldest are given up first. A client that
-/// breaks off every request cannot make the host hoard answers.
+/// At most this many streams whose answer no connection took are kept per
+/// session, holding at most [`UNDELIVERED_BYTES`] of messages, and all
+/// sessions together at most [`super::kept::UNDELIVERED_BYTES_ALL`]; the
+/// oldest are given up first. A client that breaks off every request
+/// cannot make the host hoard answers.
 pub const UNDELIVERED_KEPT: usize = 64;
 
 /// See [`UNDELIVERED_KEPT`].
 pub const UNDELIVERED_BYTES: usize = 4 << 20;
-
-/// See [`UNDELIVERED_KEPT`].
-pub const UNDELIVERED_BYTES_ALL: usize = 64 << 20;
 
 /// How long to wait before reconnecting, told to clients at the start of
 /// each request's stream (the SSE `retry` field).
@@ -84,8 +79,8 @@ pub(super) struct Routes {
     /// asked for, belongs to.
     owners: HashMap<Owner, u64>,
     /// Finished streams whose connection did not take the answer, oldest
-    /// first, with when they were kept.
-    undelivered: VecDeque<(Instant, u64)>,
+    /// first.
+    undelivered: VecDeque<u64>,
     /// The stream of the client's standalone `GET`. A second `GET` while it
     /// is open gets a stream that only carries keep-alives, as rmcp's
     /// manager does, so clients that open several do not take the stream
@@ -93,10 +88,8 @@ pub(super) struct Routes {
     standalone: Events,
     extra_standalone: Vec<Inlet>,
     ended: bool,
-    /// Bytes of messages in this session's kept streams.
-    kept_bytes: usize,
-    /// The same, summed over all sessions.
-    all_kept_bytes: Arc<AtomicUsize>,
+    /// Where kept streams' events are held, over all sessions.
+    ledger: Arc<Ledger>,
 }
 
 struct RequestStream {
@@ -105,8 +98,9 @@ struct RequestStream {
     owners: Vec<Owner>,
     /// The answer has been sent: nothing more comes.
     finished: bool,
-    /// Its size in bytes, if it is in [`Routes::undelivered`].
-    kept: Option<usize>,
+    /// Its events, moved out of `events`, if it is in
+    /// [`Routes::undelivered`].
+    kept: Option<Arc<Kept>>,
 }
 
 /// A stream's open connection, if any, and its last events.
@@ -140,11 +134,11 @@ impl Drop for Routes {
 }
 
 impl Routes {
-    /// The routes of a new session; `all_kept_bytes` counts kept answers
-    /// over all sessions.
-    pub(super) fn new(all_kept_bytes: Arc<AtomicUsize>) -> Routes {
+    /// The routes of a new session; `ledger` holds kept answers over all
+    /// sessions.
+    pub(super) fn new(ledger: Arc<Ledger>) -> Routes {
         let mut routes = Routes::default();
-        routes.all_kept_bytes = all_kept_bytes;
+        routes.ledger = ledger;
         // The standalone stream's priming event, which rmcp sends, is
         // event 0.
         routes.standalone.next = 1;
@@ -174,9 +168,24 @@ impl Routes {
     /// A new connection for request stream `number`, from event `after` on:
     /// its connection's number and its events; `None` if the stream is gone.
     pub(super) fn resume(&mut self, number: u64, after: u64) -> Option<(u64, Outlet)> {
+        self.forget_expired();
         let stream = self.streams.get_mut(&number)?;
+        let kept = match &stream.kept {
+            Some(kept) => match kept.events() {
+                Some(events) => Some(events),
+                None => {
+                    // Given up to make room for newer answers.
+                    self.remove(number);
+                    return None;
+                }
+            },
+            None => None,
+        };
         let (tx, rx) = pipe();
-        stream.events.reconnect(tx, after);
+        match kept {
+            Some(events) => stream.events.replay(tx, after, &events),
+            None => stream.events.reconnect(tx, after),
+        }
         if stream.finished {
             // Everything it will carry is sent: the connection ends after it.
             stream.events.to_client = None;
@@ -229,15 +238,16 @@ impl Routes {
             if let Some(token) = request.request.get_meta().get_progress_token() {
                 stream.owners.push(Owner::Progress(token));
             }
-            // A request id (or token) still in flight, used again: rmcp
-            // answers only one of the two, so the older stream ends here
-            // rather than wait forever.
-            let reused: Vec<u64> = stream
+            // A request id still in flight, used again: rmcp answers only
+            // one of the two, so the older stream ends here rather than
+            // wait forever. A progress token used again only moves: its
+            // progress comes here from now on, and the older request is
+            // still answered on its own stream.
+            let reused = self
                 .owners
-                .iter()
-                .filter_map(|owner| self.owners.get(owner).copied())
-                .collect();
-            for old in reused {
+                .get(&Owner::Request(request.id.clone()))
+                .copied();
+            if let Some(old) = reused {
                 self.finish(old);
             }
             for owner in &stream.owners {
@@ -340,7 +350,8 @@ impl Routes {
         }
     }
 
-    /// Keeps a finished stream whose answer no connection took.
+    /// Keeps a finished stream whose answer no connection took: its events
+    /// move to the ledger.
     fn keep(&mut self, number: u64) {
         let Some(stream) = self.streams.get_mut(&number) else {
             return;
@@ -348,40 +359,58 @@ impl Routes {
         if stream.kept.is_some() {
             return;
         }
-        let bytes = stream.events.size();
-        stream.kept = Some(bytes);
-        self.kept_bytes += bytes;
-        self.all_kept_bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.undelivered.push_back((Instant::now(), number));
-        // The oldest go first, this one last if it alone is too much.
-        while self.undelivered.len() > UNDELIVERED_KEPT
-            || self.kept_bytes > UNDELIVERED_BYTES
-            || self.all_kept_bytes.load(Ordering::Relaxed) > UNDELIVERED_BYTES_ALL
-        {
-            let Some((_, oldest)) = self.undelivered.pop_front() else {
+        let events = std::mem::take(&mut stream.events.kept);
+        stream.kept = Some(self.ledger.keep(events));
+        self.undelivered.push_back(number);
+        // Those the ledger gave up go; then the oldest, this one last if it
+        // alone is too much.
+        let given_up: Vec<u64> = self
+            .undelivered
+            .iter()
+            .copied()
+            .filter(|&n| !self.kept(n).is_some_and(Kept::is_held))
+            .collect();
+        for number in given_up {
+            self.remove(number);
+        }
+        while self.undelivered.len() > UNDELIVERED_KEPT || self.kept_bytes() > UNDELIVERED_BYTES {
+            let Some(oldest) = self.undelivered.pop_front() else {
                 break;
             };
             self.remove(oldest);
         }
     }
 
-    /// Removes a stream, and its kept bytes from the counts.
+    /// A kept stream's events.
+    fn kept(&self, number: u64) -> Option<&Kept> {
+        self.streams.get(&number)?.kept.as_deref()
+    }
+
+    /// Bytes of messages in this session's kept streams.
+    fn kept_bytes(&self) -> usize {
+        self.undelivered
+            .iter()
+            .filter_map(|&n| self.kept(n))
+            .map(Kept::bytes)
+            .sum()
+    }
+
+    /// Removes a stream, letting its kept events go.
     fn remove(&mut self, number: u64) {
         if let Some(RequestStream {
-            kept: Some(bytes), ..
+            kept: Some(kept), ..
         }) = self.streams.remove(&number)
         {
-            self.kept_bytes -= bytes;
-            self.all_kept_bytes.fetch_sub(bytes, Ordering::Relaxed);
-            self.undelivered.retain(|&(_, n)| n != number);
+            self.ledger.release(&kept);
+            self.undelivered.retain(|&n| n != number);
         }
     }
 
-    /// Forgets every stream, keeping the counts right.
+    /// Forgets every stream, letting kept events go.
     fn clear(&mut self) {
-        self.all_kept_bytes
-            .fetch_sub(self.kept_bytes, Ordering::Relaxed);
-        self.kept_bytes = 0;
+        for kept in self.streams.values().filter_map(|s| s.kept.as_ref()) {
+            self.ledger.release(kept);
+        }
         self.streams.clear();
         self.owners.clear();
         self.undelivered.clear();
@@ -409,10 +438,11 @@ impl Routes {
     }
 
     fn forget_expired(&mut self) {
-        while let Some(&(at, number)) = self.undelivered.front() {
-            if at.elapsed() < KEEP_UNDELIVERED {
+        while let Some(&number) = self.undelivered.front() {
+            if self.kept(number).is_some_and(|kept| !kept.expired()) {
                 break;
             }
+            self.undelivered.pop_front();
             self.remove(number);
         }
     }
@@ -446,25 +476,6 @@ impl Routes {
 }
 
 impl Events {
-    /// About how many bytes its kept messages take: their JSON.
-    fn size(&self) -> usize {
-        struct Count(usize);
-        impl std::io::Write for Count {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0 += bytes.len();
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let mut count = Count(0);
-        for message in self.kept.iter().filter_map(|e| e.message.as_deref()) {
-            let _ = serde_json::to_writer(&mut count, message);
-        }
-        count.0
-    }
-
     fn id_of(&self, index: u64) -> String {
         match self.stream {
             Some(stream) => format!("{index}/{stream}"),
@@ -505,8 +516,16 @@ impl Events {
     /// Sends the kept events after index `after` to a new connection, which
     /// then gets what comes next.
     fn reconnect(&mut self, tx: Inlet, after: u64) {
-        let first = self.next - self.kept.len() as u64;
-        for (index, event) in (first..).zip(&self.kept) {
+        let kept = std::mem::take(&mut self.kept);
+        self.replay(tx, after, &kept);
+        self.kept = kept;
+    }
+
+    /// As [`Events::reconnect`], with the stream's last events kept
+    /// elsewhere (in the ledger).
+    fn replay(&mut self, tx: Inlet, after: u64, kept: &VecDeque<ServerSseMessage>) {
+        let first = self.next - kept.len() as u64;
+        for (index, event) in (first..).zip(kept) {
             if index > after && tx.send(event.clone(), false) {
                 self.delivered = Some(index);
             }
@@ -596,23 +615,19 @@ mod tests {
             })));
         }
         assert!(
-            routes.kept_bytes <= UNDELIVERED_BYTES,
+            routes.kept_bytes() <= UNDELIVERED_BYTES,
             "{}",
-            routes.kept_bytes
+            routes.kept_bytes()
         );
         assert_eq!(
             routes.undelivered.len(),
             3,
             "three 1 MiB answers fit in 4 MiB"
         );
-        let all = routes.all_kept_bytes.clone();
-        assert_eq!(all.load(Ordering::Relaxed), routes.kept_bytes);
+        let ledger = routes.ledger.clone();
+        assert_eq!(ledger.bytes(), routes.kept_bytes());
         drop(routes);
-        assert_eq!(
-            all.load(Ordering::Relaxed),
-            0,
-            "a dropped session gives its bytes back"
-        );
+        assert_eq!(ledger.bytes(), 0, "a dropped session gives its bytes back");
     }
 
     #[test]
@@ -631,6 +646,79 @@ mod tests {
         routes.route(answer(1));
         assert_eq!(routes.standalone.next, 0);
         assert!(routes.standalone.kept.is_empty());
+    }
+
+    fn call(id: i64, token: &str) -> ClientJsonRpcMessage {
+        serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "echo", "_meta": { "progressToken": token } }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_progress_token_used_again_moves_its_progress_and_ends_no_stream() {
+        let mut routes = Routes::default();
+        let (_, mut first) = routes.open(&call(1, "t"));
+        let (_, mut second) = routes.open(&call(2, "t"));
+        assert!(ready(&mut first).is_none(), "the older stream ended");
+        routes.route(server(serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/progress",
+            "params": { "progressToken": "t", "progress": 1 }
+        })));
+        assert!(ready(&mut second).flatten().unwrap().message.is_some());
+        routes.route(answer(1));
+        let answered = ready(&mut first).flatten().unwrap();
+        assert!(answered.message.is_some(), "the first request's answer");
+        assert!(matches!(ready(&mut first), Some(None)));
+        assert!(routes.busy(), "the second request is still answered");
+        routes.route(answer(2));
+        assert!(ready(&mut second).flatten().unwrap().message.is_some());
+        assert!(!routes.busy());
+    }
+
+    /// Opens a request whose connection breaks before its answer of about
+    /// `bytes` bytes comes: its stream's number.
+    fn broken_off(routes: &mut Routes, id: i64, bytes: usize) -> u64 {
+        // Primed as over HTTP: the answer is event 1, after the priming 0.
+        let (number, connection, to_client) = routes.open_request(&ping(id), true);
+        drop(to_client);
+        routes.connection_ended(number, connection, false);
+        routes.route(server(serde_json::json!({
+            "jsonrpc": "2.0", "id": id,
+            "result": { "content": [{ "type": "text", "text": "x".repeat(bytes) }] }
+        })));
+        number
+    }
+
+    #[test]
+    fn a_kept_answer_is_resumed_once_taken_and_then_gone() {
+        let mut routes = Routes::default();
+        let number = broken_off(&mut routes, 1, 10);
+        assert!(routes.ledger.bytes() > 0);
+        let (connection, mut again) = routes.resume(number, 0).unwrap();
+        assert!(ready(&mut again).flatten().unwrap().message.is_some());
+        assert!(matches!(ready(&mut again), Some(None)));
+        routes.connection_ended(number, connection, true);
+        assert!(routes.resume(number, 0).is_none());
+        assert_eq!(routes.ledger.bytes(), 0);
+    }
+
+    #[test]
+    fn over_all_sessions_the_oldest_kept_answer_goes_whoever_kept_it() {
+        let ledger = Arc::new(Ledger::with_budget(7 << 19));
+        let mut hoarder = Routes::new(ledger.clone());
+        let hoarded: Vec<u64> = (0..3)
+            .map(|id| broken_off(&mut hoarder, id, 1 << 20))
+            .collect();
+        let mut other = Routes::new(ledger.clone());
+        let number = broken_off(&mut other, 7, 1 << 20);
+        let (_, mut again) = other.resume(number, 0).expect("kept");
+        assert!(ready(&mut again).flatten().unwrap().message.is_some());
+        // The hoarder's oldest made room, its newer ones are still there.
+        assert!(hoarder.resume(hoarded[0], 0).is_none());
+        assert!(hoarder.resume(hoarded[2], 0).is_some());
+        assert!(ledger.bytes() <= 7 << 19);
     }
 
     #[test]
