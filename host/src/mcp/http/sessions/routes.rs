@@ -170,19 +170,15 @@ impl Routes {
     pub(super) fn resume(&mut self, number: u64, after: u64) -> Option<(u64, Outlet)> {
         self.forget_expired();
         let stream = self.streams.get_mut(&number)?;
-        let kept = match &stream.kept {
-            Some(kept) => match kept.events() {
-                Some(events) => Some(events),
-                None => {
-                    // Given up to make room for newer answers.
-                    self.remove(number);
-                    return None;
-                }
-            },
-            None => None,
-        };
+        let kept = stream.kept.as_ref().map(|kept| kept.events());
+        if let Some(None) = kept {
+            // Given up to make room for newer answers.
+            self.remove(number);
+            return None;
+        }
+        let stream = self.streams.get_mut(&number)?;
         let (tx, rx) = pipe();
-        match kept {
+        match kept.flatten() {
             Some(events) => stream.events.replay(tx, after, &events),
             None => stream.events.reconnect(tx, after),
         }
