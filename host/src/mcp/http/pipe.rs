@@ -4,7 +4,10 @@
 //! A channel would do, but closing one is a second wake-up after the last
 //! send: a request's answer is always its stream's last event, so every
 //! request paid two wake-ups of its connection where one does. Here the
-//! last event and the end are one step under one lock.
+//! last event and the end are one step under one lock. Each event goes in
+//! with its index in the stream, and the pipe remembers the last one the
+//! connection took, so a stream whose connection broke knows which events
+//! never left the host.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -22,7 +25,10 @@ pub fn pipe() -> (Inlet, Outlet) {
 
 #[derive(Default)]
 struct Shared {
-    queue: VecDeque<ServerSseMessage>,
+    /// Events not yet taken, with their indices in the stream.
+    queue: VecDeque<(u64, ServerSseMessage)>,
+    /// The index of the last event the connection took.
+    taken: Option<u64>,
     ended: bool,
     /// The outlet was dropped: nothing sent is read any more.
     abandoned: bool,
@@ -36,15 +42,15 @@ pub struct Inlet(Arc<Mutex<Shared>>);
 pub struct Outlet(Arc<Mutex<Shared>>);
 
 impl Inlet {
-    /// Sends an event, and ends the stream after it if `last`; `false` if
-    /// nobody reads the pipe any more.
-    pub fn send(&self, event: ServerSseMessage, last: bool) -> bool {
+    /// Sends event `index` of the stream, and ends the stream after it if
+    /// `last`; `false` if nobody reads the pipe any more.
+    pub fn send(&self, index: u64, event: ServerSseMessage, last: bool) -> bool {
         let waker = {
             let mut shared = self.0.lock().expect("never poisoned");
             if shared.abandoned {
                 return false;
             }
-            shared.queue.push_back(event);
+            shared.queue.push_back((index, event));
             shared.ended |= last;
             shared.waker.take()
         };
@@ -57,6 +63,12 @@ impl Inlet {
     /// Whether the outlet is still read.
     pub fn is_open(&self) -> bool {
         !self.0.lock().expect("never poisoned").abandoned
+    }
+
+    /// The index of the last event the connection took, if any: events sent
+    /// after it were still queued when the connection went.
+    pub fn taken(&self) -> Option<u64> {
+        self.0.lock().expect("never poisoned").taken
     }
 }
 
@@ -81,7 +93,8 @@ impl Stream for Outlet {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ServerSseMessage>> {
         let mut shared = self.0.lock().expect("never poisoned");
-        if let Some(event) = shared.queue.pop_front() {
+        if let Some((index, event)) = shared.queue.pop_front() {
+            shared.taken = Some(index);
             return Poll::Ready(Some(event));
         }
         if shared.ended {
@@ -120,11 +133,14 @@ mod tests {
     #[tokio::test]
     async fn events_arrive_in_order_and_the_last_one_ends_the_stream() {
         let (inlet, mut outlet) = pipe();
-        assert!(inlet.send(event(0), false));
-        assert!(inlet.send(event(1), true));
+        assert!(inlet.send(0, event(0), false));
+        assert!(inlet.send(1, event(1), true));
+        assert_eq!(inlet.taken(), None);
         assert_eq!(outlet.next().await.unwrap().event_id.as_deref(), Some("0"));
+        assert_eq!(inlet.taken(), Some(0));
         assert_eq!(outlet.next().await.unwrap().event_id.as_deref(), Some("1"));
         assert!(outlet.next().await.is_none());
+        assert_eq!(inlet.taken(), Some(1));
     }
 
     #[tokio::test]
@@ -139,6 +155,6 @@ mod tests {
         assert!(inlet.is_open());
         drop(outlet);
         assert!(!inlet.is_open());
-        assert!(!inlet.send(event(0), false));
+        assert!(!inlet.send(0, event(0), false));
     }
 }

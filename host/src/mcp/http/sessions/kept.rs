@@ -102,6 +102,24 @@ impl Ledger {
         kept
     }
 
+    /// Events kept [`KEEP_UNDELIVERED`] ago, and not given up since: what
+    /// [`Ledger::keep`] would have kept then.
+    #[cfg(test)]
+    pub(super) fn keep_expired(&self, events: VecDeque<ServerSseMessage>) -> Arc<Kept> {
+        let at = Instant::now()
+            .checked_sub(KEEP_UNDELIVERED)
+            .expect("the clock has run for a minute");
+        let kept = Arc::new(Kept {
+            at,
+            bytes: size(&events),
+            events: Mutex::new(Some(events)),
+        });
+        let mut inner = self.inner.lock().expect("never poisoned");
+        inner.bytes += kept.bytes;
+        inner.entries.push_back(kept.clone());
+        kept
+    }
+
     /// Lets a kept stream's events go: its client took them, or its
     /// session gave it up or ended.
     pub(super) fn release(&self, kept: &Kept) {
@@ -198,5 +216,17 @@ mod tests {
             inner.entries.len()
         );
         assert_eq!(inner.bytes, 0);
+    }
+
+    #[test]
+    fn an_expired_answer_is_given_up_when_any_other_is_kept() {
+        let ledger = Ledger::default();
+        let old = ledger.keep_expired(events(10));
+        assert!(old.expired());
+        assert!(old.is_held(), "nothing gave it up yet");
+        let new = ledger.keep(events(10));
+        assert!(!old.is_held(), "the expired answer is still held");
+        assert!(new.is_held() && !new.expired());
+        assert_eq!(ledger.bytes(), new.bytes());
     }
 }

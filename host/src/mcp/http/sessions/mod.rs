@@ -463,7 +463,6 @@ mod tests {
         let sessions = Sessions::new(Duration::ZERO);
         let (id, mut transport) = sessions.create_session().await.unwrap();
         let session = sessions.get(&id).unwrap();
-        let ping = |id: i64| message(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
 
         let mut stream = sessions.create_stream(&id, ping(1)).await.unwrap();
         assert!(
@@ -475,8 +474,7 @@ mod tests {
             !session.end_if_idle(Duration::ZERO),
             "ended while a request was answered"
         );
-        let answer = JsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(1));
-        transport.send(answer).await.unwrap();
+        transport.send(answer(1)).await.unwrap();
         let mut events = 0;
         while stream.next().await.is_some() {
             events += 1;
@@ -498,5 +496,65 @@ mod tests {
         assert!(session.end_if_idle(Duration::ZERO));
         assert!(!sessions.has_session(&id).await.unwrap());
         assert!(sessions.create_stream(&id, ping(2)).await.is_err());
+    }
+
+    fn ping(id: i64) -> ClientJsonRpcMessage {
+        message(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
+    }
+
+    fn answer(id: i64) -> ServerJsonRpcMessage {
+        JsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(id))
+    }
+
+    #[tokio::test]
+    async fn the_idle_timer_closes_an_idle_session_but_not_one_answering_a_request() {
+        let idle = Duration::from_millis(50);
+        let sessions = Sessions::new(idle);
+        let (id, mut transport) = sessions.create_session().await.unwrap();
+        let mut stream = sessions.create_stream(&id, ping(1)).await.unwrap();
+        assert!(transport.receive().await.is_some());
+
+        // The timer fires several times while the request is answered.
+        let waited = tokio::time::timeout(idle * 6, transport.receive()).await;
+        assert!(waited.is_err(), "closed while a request was answered");
+        assert!(sessions.has_session(&id).await.unwrap());
+
+        transport.send(answer(1)).await.unwrap();
+        while stream.next().await.is_some() {}
+        drop(stream);
+        let closed = tokio::time::timeout(Duration::from_secs(10), transport.receive())
+            .await
+            .expect("an idle session stayed open");
+        assert!(closed.is_none());
+        assert!(!sessions.has_session(&id).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_cancellation_ends_its_request_s_stream_and_still_reaches_the_service() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let (id, mut transport) = sessions.create_session().await.unwrap();
+        let mut stream = sessions.create_stream(&id, ping(1)).await.unwrap();
+        assert!(transport.receive().await.is_some());
+        let cancelled = json!({
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": { "requestId": 1 }
+        });
+        sessions
+            .accept_message(&id, message(cancelled))
+            .await
+            .unwrap();
+        let primed = stream.next().await.unwrap();
+        assert!(primed.message.is_none(), "the priming event");
+        let end = tokio::time::timeout(Duration::from_secs(10), stream.next()).await;
+        assert!(
+            end.expect("the stream still waits for an answer").is_none(),
+            "an event after the priming one"
+        );
+        let delivered = transport.receive().await.unwrap();
+        assert!(matches!(delivered, JsonRpcMessage::Notification(_)));
+        // An answer that comes anyway goes nowhere; the session is not busy.
+        transport.send(answer(1)).await.unwrap();
+        let session = sessions.get(&id).unwrap();
+        assert!(!session.routes.lock().unwrap().busy());
     }
 }

@@ -112,7 +112,9 @@ struct Events {
     /// The index of the next event.
     next: u64,
     kept: VecDeque<ServerSseMessage>,
-    /// The index of the last event handed to an open connection.
+    /// The index of the last event the client had when its current
+    /// connection began, or when its last one went if none is open; what
+    /// the connection took since is [`Events::delivered`].
     delivered: Option<u64>,
     /// Counts the connections the stream has had, so a connection that
     /// ends after a newer one took over changes nothing.
@@ -463,8 +465,9 @@ impl Routes {
             }
             self.extra_standalone.push(tx);
         } else {
-            // Event 0 is the priming event rmcp sends on this stream.
-            let after = after.or(self.standalone.delivered).unwrap_or(0);
+            // Event 0 is the priming event rmcp sends on this stream. Events
+            // the last connection had not taken when it went are sent again.
+            let after = after.or(self.standalone.delivered()).unwrap_or(0);
             self.standalone.reconnect(tx, after);
         }
         rx
@@ -500,13 +503,19 @@ impl Events {
             self.kept.pop_front();
         }
         self.kept.push_back(event.clone());
-        if let Some(tx) = &self.to_client {
-            if tx.send(event, last) {
-                self.delivered = Some(index);
-            } else {
-                self.to_client = None;
-            }
+        if let Some(tx) = &self.to_client
+            && !tx.send(index, event, last)
+        {
+            self.delivered = self.delivered();
+            self.to_client = None;
         }
+    }
+
+    /// The index of the last event the client took, as far as the host
+    /// knows: one still queued for a connection when it went was not.
+    fn delivered(&self) -> Option<u64> {
+        let taken = self.to_client.as_ref().and_then(Inlet::taken);
+        taken.or(self.delivered)
     }
 
     /// Sends the kept events after index `after` to a new connection, which
@@ -522,10 +531,12 @@ impl Events {
     fn replay(&mut self, tx: Inlet, after: u64, kept: &VecDeque<ServerSseMessage>) {
         let first = self.next - kept.len() as u64;
         for (index, event) in (first..).zip(kept) {
-            if index > after && tx.send(event.clone(), false) {
-                self.delivered = Some(index);
+            if index > after && !tx.send(index, event.clone(), false) {
+                break;
             }
         }
+        // The client has what it says it has, and no event not yet sent.
+        self.delivered = Some(after.min(self.next.saturating_sub(1)));
         self.to_client = Some(tx);
         self.connection += 1;
     }
@@ -715,6 +726,89 @@ mod tests {
         assert!(hoarder.resume(hoarded[0], 0).is_none());
         assert!(hoarder.resume(hoarded[2], 0).is_some());
         assert!(ledger.bytes() <= 7 << 19);
+    }
+
+    #[test]
+    fn a_kept_answer_is_not_resumed_once_expired() {
+        let mut routes = Routes::default();
+        let number = broken_off(&mut routes, 1, 10);
+        let stream = routes.streams.get_mut(&number).unwrap();
+        let kept = stream.kept.take().unwrap();
+        let events = kept.events().unwrap();
+        routes.ledger.release(&kept);
+        // The same answer, kept a minute ago and not yet freed.
+        stream.kept = Some(routes.ledger.keep_expired(events));
+        assert!(routes.ledger.bytes() > 0);
+        assert!(routes.resume(number, 0).is_none(), "resumed after expiry");
+        assert!(routes.streams.is_empty());
+        assert_eq!(routes.ledger.bytes(), 0);
+    }
+
+    #[test]
+    fn a_cancelled_request_s_stream_ends_and_its_late_answer_goes_nowhere() {
+        let mut routes = Routes::default();
+        let (number, mut stream) = routes.open(&ping(1));
+        routes.cancelled(&RequestId::Number(1));
+        assert!(matches!(ready(&mut stream), Some(None)), "still open");
+        assert!(!routes.busy(), "a cancelled request keeps the session busy");
+        routes.route(answer(1));
+        assert!(routes.standalone.kept.is_empty());
+        routes.connection_ended(number, 0, true);
+        assert!(routes.streams.is_empty());
+    }
+
+    fn list_changed() -> ServerJsonRpcMessage {
+        server(serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/tools/list_changed"
+        }))
+    }
+
+    fn id_of(event: Option<Option<ServerSseMessage>>) -> String {
+        event.flatten().unwrap().event_id.unwrap()
+    }
+
+    #[test]
+    fn standalone_events_a_lost_connection_had_not_taken_are_sent_again() {
+        let mut routes = Routes::new(Arc::default());
+        let mut first = routes.open_standalone(None);
+        for _ in 0..3 {
+            routes.route(list_changed());
+        }
+        assert_eq!(id_of(ready(&mut first)), "1");
+        // Gone with events 2 and 3 queued, not taken.
+        drop(first);
+        let mut second = routes.open_standalone(None);
+        assert_eq!(id_of(ready(&mut second)), "2");
+        assert_eq!(id_of(ready(&mut second)), "3");
+        assert!(ready(&mut second).is_none());
+        drop(second);
+        routes.route(list_changed());
+        let mut third = routes.open_standalone(None);
+        assert_eq!(
+            id_of(ready(&mut third)),
+            "4",
+            "sent again: 2 and 3 were read"
+        );
+        assert!(ready(&mut third).is_none());
+    }
+
+    #[test]
+    fn a_second_get_only_keeps_alive_and_a_resuming_one_takes_the_stream_over() {
+        let mut routes = Routes::new(Arc::default());
+        let mut first = routes.open_standalone(None);
+        let mut extra = routes.open_standalone(None);
+        routes.route(list_changed());
+        assert_eq!(id_of(ready(&mut first)), "1");
+        assert!(
+            ready(&mut extra).is_none(),
+            "an extra stream carried an event"
+        );
+        let mut resumed = routes.open_standalone(Some(0));
+        assert_eq!(id_of(ready(&mut resumed)), "1", "not sent again");
+        assert!(matches!(ready(&mut first), Some(None)), "not taken over");
+        routes.route(list_changed());
+        assert_eq!(id_of(ready(&mut resumed)), "2");
+        assert!(ready(&mut extra).is_none());
     }
 
     #[test]
