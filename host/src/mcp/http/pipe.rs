@@ -7,7 +7,7 @@
 //! last event and the end are one step under one lock. Each event goes in
 //! with its index in the stream, and the pipe remembers the last one the
 //! connection took, so a stream whose connection broke knows which events
-//! never left the host.
+//! never left the pipe (those taken may still have been lost on the way).
 
 use std::collections::VecDeque;
 use std::pin::Pin;

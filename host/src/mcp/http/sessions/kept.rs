@@ -103,7 +103,7 @@ impl Ledger {
     }
 
     /// Events kept [`KEEP_UNDELIVERED`] ago, and not given up since: what
-    /// [`Ledger::keep`] would have kept then.
+    /// [`Ledger::keep`] would have kept then, the oldest entry.
     #[cfg(test)]
     pub(super) fn keep_expired(&self, events: VecDeque<ServerSseMessage>) -> Arc<Kept> {
         let at = Instant::now()
@@ -116,7 +116,7 @@ impl Ledger {
         });
         let mut inner = self.inner.lock().expect("never poisoned");
         inner.bytes += kept.bytes;
-        inner.entries.push_back(kept.clone());
+        inner.entries.push_front(kept.clone());
         kept
     }
 

@@ -112,9 +112,10 @@ struct Events {
     /// The index of the next event.
     next: u64,
     kept: VecDeque<ServerSseMessage>,
-    /// The index of the last event the client had when its current
-    /// connection began, or when its last one went if none is open; what
-    /// the connection took since is [`Events::delivered`].
+    /// For the standalone stream: the index of the last event the client
+    /// had, as it said or as the host saw, when its current connection
+    /// began, or when its last one went; read it with
+    /// [`Events::delivered`], which adds what the connection took since.
     delivered: Option<u64>,
     /// Counts the connections the stream has had, so a connection that
     /// ends after a newer one took over changes nothing.
@@ -531,12 +532,13 @@ impl Events {
     fn replay(&mut self, tx: Inlet, after: u64, kept: &VecDeque<ServerSseMessage>) {
         let first = self.next - kept.len() as u64;
         for (index, event) in (first..).zip(kept) {
-            if index > after && !tx.send(index, event.clone(), false) {
-                break;
+            if index > after {
+                tx.send(index, event.clone(), false);
             }
         }
-        // The client has what it says it has, and no event not yet sent.
-        self.delivered = Some(after.min(self.next.saturating_sub(1)));
+        // What the client says it has, but no event not yet sent: a made-up
+        // id must not make a later connection skip events.
+        self.delivered = self.next.checked_sub(1).map(|last| after.min(last));
         self.to_client = Some(tx);
         self.connection += 1;
     }
@@ -790,6 +792,18 @@ mod tests {
             "sent again: 2 and 3 were read"
         );
         assert!(ready(&mut third).is_none());
+    }
+
+    #[test]
+    fn a_made_up_standalone_event_id_does_not_make_later_gets_skip_events() {
+        let mut routes = Routes::new(Arc::default());
+        routes.route(list_changed());
+        let mut resumed = routes.open_standalone(Some(999));
+        assert!(ready(&mut resumed).is_none());
+        drop(resumed);
+        routes.route(list_changed());
+        let mut again = routes.open_standalone(None);
+        assert_eq!(id_of(ready(&mut again)), "2");
     }
 
     #[test]
