@@ -449,9 +449,9 @@ impl Transport<RoleServer> for SessionTransport {
 
 #[cfg(test)]
 mod tests {
+    use super::routes::tests::{answer, ping};
     use super::*;
     use futures::StreamExt;
-    use rmcp::model::{RequestId, ServerResult};
     use serde_json::json;
 
     fn message(value: serde_json::Value) -> ClientJsonRpcMessage {
@@ -496,14 +496,6 @@ mod tests {
         assert!(session.end_if_idle(Duration::ZERO));
         assert!(!sessions.has_session(&id).await.unwrap());
         assert!(sessions.create_stream(&id, ping(2)).await.is_err());
-    }
-
-    fn ping(id: i64) -> ClientJsonRpcMessage {
-        message(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
-    }
-
-    fn answer(id: i64) -> ServerJsonRpcMessage {
-        JsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(id))
     }
 
     #[tokio::test]

@@ -553,7 +553,7 @@ pub(super) fn parse_event_id(id: &str) -> Option<(u64, Option<u64>)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use futures::{FutureExt, StreamExt};
     use rmcp::model::ServerResult;
@@ -564,12 +564,14 @@ mod tests {
         outlet.next().now_or_never()
     }
 
-    fn ping(id: i64) -> ClientJsonRpcMessage {
+    /// A client's `ping` request with id `id`.
+    pub(in crate::mcp::http::sessions) fn ping(id: i64) -> ClientJsonRpcMessage {
         serde_json::from_value(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
             .unwrap()
     }
 
-    fn answer(id: i64) -> ServerJsonRpcMessage {
+    /// The server's empty answer to request `id`.
+    pub(in crate::mcp::http::sessions) fn answer(id: i64) -> ServerJsonRpcMessage {
         JsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(id))
     }
 
