@@ -84,7 +84,9 @@ pub(super) struct Routes {
     /// The stream of the client's standalone `GET`. A second `GET` while it
     /// is open gets a stream that only carries keep-alives, as rmcp's
     /// manager does, so clients that open several do not take the stream
-    /// from each other in turn.
+    /// from each other in turn; one of them carries the stream if its
+    /// connection turns out to be gone (see
+    /// [`Routes::promote_extra_standalone`]).
     standalone: Events,
     extra_standalone: Vec<Inlet>,
     ended: bool,
@@ -323,7 +325,12 @@ impl Routes {
                     self.finish(number);
                 }
             }
-            Destination::Standalone => self.standalone.push(message, false),
+            Destination::Standalone => {
+                self.standalone.push(message, false);
+                if self.standalone.to_client.is_none() {
+                    self.promote_extra_standalone();
+                }
+            }
             Destination::Nowhere => {
                 tracing::debug!("an answer to a request whose stream has ended is dropped");
             }
@@ -472,6 +479,21 @@ impl Routes {
             self.standalone.reconnect(tx, after);
         }
         rx
+    }
+
+    /// The standalone stream's connection was found gone while sending to
+    /// it: the newest extra stream still open carries the stream from the
+    /// first event that connection had not taken. A client that reconnects
+    /// without `Last-Event-ID` before the host noticed its old connection
+    /// go gets an extra stream, which would otherwise only keep alive.
+    fn promote_extra_standalone(&mut self) {
+        while let Some(tx) = self.extra_standalone.pop() {
+            if tx.is_open() {
+                let after = self.standalone.delivered().unwrap_or(0);
+                self.standalone.reconnect(tx, after);
+                return;
+            }
+        }
     }
 }
 
@@ -825,6 +847,31 @@ pub(super) mod tests {
         routes.route(list_changed());
         assert_eq!(id_of(ready(&mut resumed)), "2");
         assert!(ready(&mut extra).is_none());
+    }
+
+    #[test]
+    fn an_extra_get_carries_the_stream_once_the_first_connection_is_found_gone() {
+        let mut routes = Routes::new(Arc::default());
+        let mut first = routes.open_standalone(None);
+        routes.route(list_changed());
+        routes.route(list_changed());
+        assert_eq!(id_of(ready(&mut first)), "1");
+        // The client reconnects before the host noticed the first
+        // connection go, with event 2 still queued for it; of the extra
+        // streams, the newest still open takes over.
+        let mut older = routes.open_standalone(None);
+        let mut reconnected = routes.open_standalone(None);
+        let gone_too = routes.open_standalone(None);
+        drop(first);
+        drop(gone_too);
+        assert!(ready(&mut reconnected).is_none(), "only keeps alive so far");
+        routes.route(list_changed());
+        assert_eq!(id_of(ready(&mut reconnected)), "2", "the untaken event");
+        assert_eq!(id_of(ready(&mut reconnected)), "3");
+        assert!(ready(&mut reconnected).is_none());
+        routes.route(list_changed());
+        assert_eq!(id_of(ready(&mut reconnected)), "4");
+        assert!(ready(&mut older).is_none(), "still only keeps alive");
     }
 
     #[test]
