@@ -65,6 +65,11 @@ impl Inlet {
         !self.0.lock().expect("never poisoned").abandoned
     }
 
+    /// Whether `outlet` is this pipe's other end.
+    pub fn feeds(&self, outlet: &Outlet) -> bool {
+        Arc::ptr_eq(&self.0, &outlet.0)
+    }
+
     /// The index of the last event the connection took, if any: events sent
     /// after it were still queued when the connection went.
     pub fn taken(&self) -> Option<u64> {

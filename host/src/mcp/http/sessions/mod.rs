@@ -167,14 +167,24 @@ impl Session {
             let (number, connection, rx) = routes.open_request(&message, prime);
             let end = StreamEnd {
                 session: Arc::downgrade(self),
-                stream: number,
-                connection,
+                request: Some((number, connection)),
                 complete: false,
             };
-            Receiver { rx, end: Some(end) }
+            Receiver { rx, end }
         };
         self.deliver(message)?;
         Ok(end)
+    }
+
+    /// A standalone stream's events, reported to the routes when its
+    /// connection ends.
+    fn standalone(self: &Arc<Self>, rx: Outlet) -> Receiver {
+        let end = StreamEnd {
+            session: Arc::downgrade(self),
+            request: None,
+            complete: false,
+        };
+        Receiver { rx, end }
     }
 
     /// Ends the session, as `end` does, unless it was active within `idle`,
@@ -210,25 +220,27 @@ impl Session {
 /// A stream of events for one HTTP response.
 pub struct Receiver {
     rx: Outlet,
-    /// For a request's stream: whom to tell when the connection ends.
-    end: Option<StreamEnd>,
+    /// Whom to tell when the connection ends.
+    end: StreamEnd,
 }
 
 struct StreamEnd {
     session: Weak<Session>,
-    stream: u64,
-    connection: u64,
+    /// A request's stream and its connection's number; `None` for a
+    /// standalone stream.
+    request: Option<(u64, u64)>,
     complete: bool,
 }
 
 impl StreamEnd {
-    fn report(&self, complete: bool) {
-        if let Some(session) = self.session.upgrade() {
-            session
-                .routes
-                .lock()
-                .expect("never poisoned")
-                .connection_ended(self.stream, self.connection, complete);
+    fn report(&self, complete: bool, rx: &Outlet) {
+        let Some(session) = self.session.upgrade() else {
+            return;
+        };
+        let mut routes = session.routes.lock().expect("never poisoned");
+        match self.request {
+            Some((stream, connection)) => routes.connection_ended(stream, connection, complete),
+            None => routes.standalone_ended(rx),
         }
     }
 }
@@ -242,11 +254,10 @@ impl Stream for Receiver {
     ) -> std::task::Poll<Option<ServerSseMessage>> {
         let polled = Pin::new(&mut self.rx).poll_next(cx);
         if let std::task::Poll::Ready(None) = polled
-            && let Some(end) = &mut self.end
-            && !end.complete
+            && !self.end.complete
         {
-            end.complete = true;
-            end.report(true);
+            self.end.complete = true;
+            self.end.report(true, &self.rx);
         }
         polled
     }
@@ -254,10 +265,8 @@ impl Stream for Receiver {
 
 impl Drop for Receiver {
     fn drop(&mut self) {
-        if let Some(end) = &self.end
-            && !end.complete
-        {
-            end.report(false);
+        if !self.end.complete {
+            self.end.report(false, &self.rx);
         }
     }
 }
@@ -333,6 +342,10 @@ impl SessionManager for Sessions {
         message: ClientJsonRpcMessage,
     ) -> Result<(), SessionError> {
         let session = self.get(id)?;
+        // Active from now: ending the stream below may leave the session
+        // with no request in flight, and the idle timer must not end it
+        // before the cancellation is queued.
+        session.touch();
         // A request the client cancelled gets no answer (rmcp's service
         // drops it), so its stream ends here.
         if let JsonRpcMessage::Notification(notification) = &message
@@ -359,7 +372,7 @@ impl SessionManager for Sessions {
             return Err(SessionError::Ended(id.clone()));
         }
         let rx = routes.open_standalone(None);
-        Ok(Receiver { rx, end: None })
+        Ok(session.standalone(rx))
     }
 
     async fn resume(
@@ -377,18 +390,17 @@ impl SessionManager for Sessions {
         }
         let Some(number) = stream else {
             let rx = routes.open_standalone(Some(after));
-            return Ok(Receiver { rx, end: None });
+            return Ok(session.standalone(rx));
         };
         let (connection, rx) = routes
             .resume(number, after)
             .ok_or(SessionError::NoStream(number))?;
         let end = StreamEnd {
             session: Arc::downgrade(&session),
-            stream: number,
-            connection,
+            request: Some((number, connection)),
             complete: false,
         };
-        Ok(Receiver { rx, end: Some(end) })
+        Ok(Receiver { rx, end })
     }
 }
 
@@ -449,7 +461,7 @@ impl Transport<RoleServer> for SessionTransport {
 
 #[cfg(test)]
 mod tests {
-    use super::routes::tests::{answer, ping};
+    use super::routes::tests::{answer, list_changed, ping};
     use super::*;
     use futures::StreamExt;
     use serde_json::json;
@@ -519,6 +531,24 @@ mod tests {
             .expect("an idle session stayed open");
         assert!(closed.is_none());
         assert!(!sessions.has_session(&id).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn when_the_standalone_connection_ends_an_extra_one_gets_what_it_had_not_taken() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let (id, mut transport) = sessions.create_session().await.unwrap();
+        let mut first = sessions.create_standalone_stream(&id).await.unwrap();
+        transport.send(list_changed()).await.unwrap();
+        transport.send(list_changed()).await.unwrap();
+        let taken = first.next().await.unwrap();
+        assert_eq!(taken.event_id.as_deref(), Some("1"));
+        let mut extra = sessions.create_standalone_stream(&id).await.unwrap();
+        drop(first);
+        let resent = tokio::time::timeout(Duration::from_secs(10), extra.next())
+            .await
+            .expect("the extra stream got nothing")
+            .unwrap();
+        assert_eq!(resent.event_id.as_deref(), Some("2"));
     }
 
     #[tokio::test]
