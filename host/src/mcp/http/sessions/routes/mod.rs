@@ -468,11 +468,15 @@ impl Routes {
             .to_client
             .as_ref()
             .is_some_and(Inlet::is_open);
+        // A resume from the current (or last) connection's own client
+        // starts from the id it gave; any other from what the host knows
+        // was taken.
+        let said = after.filter(|&after| self.serves(after));
         // The client of the open connection, resuming, lost that
         // connection, though the host may not have noticed yet: it takes
         // the stream over. Any other client gets an extra stream, which
         // takes over if the host finds the connection gone.
-        if open && !after.is_some_and(|after| self.serves(after)) {
+        if open && said.is_none() {
             self.extra_standalone.retain(Inlet::is_open);
             if self.extra_standalone.len() >= EXTRA_STANDALONE {
                 self.extra_standalone.remove(0);
@@ -481,22 +485,24 @@ impl Routes {
         } else {
             // Event 0 is the priming event rmcp sends on this stream. Events
             // the last connection had not taken when it went are sent again.
-            let from = after.or(self.standalone.delivered()).unwrap_or(0);
-            self.connect_standalone(tx, from, after);
+            let from = said.or(self.standalone.delivered()).unwrap_or(0);
+            self.connect_standalone(tx, from, said);
         }
         rx
     }
 
     /// Whether a client that had the standalone stream's events up to
-    /// `after` is the one its current connection serves: it had an event
-    /// that connection was sent, or gave the id that connection began
-    /// after. Every standalone `GET` without `Last-Event-ID` is primed with
-    /// id 0, so 0 alone names no connection. Another client that took the
-    /// stream over would have it sent again what it had already sent, and
-    /// the two would take it from each other at each reconnect.
+    /// `after` is the one its current (or, if none is open, its last)
+    /// connection serves: it had an event that connection was sent, or
+    /// gave the id that connection began after. Every standalone `GET`
+    /// without `Last-Event-ID` is primed with id 0, so 0 names no
+    /// connection (before the first, any id of an event sent is
+    /// trusted), and neither does an id never sent. Another client that took the stream over, or resumed
+    /// from its own id, would be sent again what that connection had, and
+    /// the two would take the stream from each other at each reconnect.
     fn serves(&self, after: u64) -> bool {
         let (first, said) = self.standalone_from;
-        after >= first || (after > 0 && said == Some(after))
+        (first..self.standalone.next).contains(&after) || (after > 0 && said == Some(after))
     }
 
     /// Sends the standalone stream on `tx` from the event after `from`;

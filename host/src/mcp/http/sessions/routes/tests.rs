@@ -245,10 +245,11 @@ fn standalone_events_a_lost_connection_had_not_taken_are_sent_again() {
 }
 
 #[test]
-fn a_made_up_standalone_event_id_does_not_make_later_gets_skip_events() {
+fn a_made_up_standalone_event_id_is_not_trusted_and_skips_nothing() {
     let mut routes = Routes::new(Arc::default());
     routes.route(list_changed());
     let mut resumed = routes.open_standalone(Some(999));
+    assert_eq!(id_of(ready(&mut resumed)), "1", "skipped for id 999");
     assert!(ready(&mut resumed).is_none());
     drop(resumed);
     routes.route(list_changed());
@@ -277,7 +278,7 @@ fn a_second_get_only_keeps_alive_and_a_resuming_one_takes_the_stream_over() {
 }
 
 #[test]
-fn a_resume_from_the_priming_id_takes_no_open_stream_over() {
+fn a_resume_from_the_priming_or_a_made_up_id_takes_no_open_stream_over() {
     let mut routes = Routes::new(Arc::default());
     let mut first = routes.open_standalone(None);
     routes.route(list_changed());
@@ -285,9 +286,11 @@ fn a_resume_from_the_priming_id_takes_no_open_stream_over() {
     // An extra stream's client has only its priming id, 0.
     let mut extra = routes.open_standalone(Some(0));
     assert!(ready(&mut extra).is_none(), "event 1 sent twice");
+    let mut made_up = routes.open_standalone(Some(999));
     routes.route(list_changed());
     assert_eq!(id_of(ready(&mut first)), "2", "taken over");
     assert!(ready(&mut extra).is_none());
+    assert!(ready(&mut made_up).is_none());
 }
 
 #[test]
@@ -312,6 +315,31 @@ fn a_stream_taken_over_by_an_extra_one_is_not_taken_back_by_its_old_client() {
     routes.route(list_changed());
     assert_eq!(id_of(ready(&mut resumed)), "4");
     assert!(ready(&mut back).is_none());
+}
+
+#[test]
+fn with_no_connection_open_a_resume_from_another_connection_s_id_is_not_trusted() {
+    let mut routes = Routes::new(Arc::default());
+    let mut first = routes.open_standalone(None);
+    let extra = routes.open_standalone(None);
+    routes.route(list_changed());
+    routes.route(list_changed());
+    assert_eq!(id_of(ready(&mut first)), "1");
+    assert_eq!(id_of(ready(&mut first)), "2");
+    // Both connections go; the extra stream's client comes back first,
+    // with the priming id, then the first one's with the id it had.
+    drop(extra);
+    drop(first);
+    let mut primed_only = routes.open_standalone(Some(0));
+    assert!(
+        ready(&mut primed_only).is_none(),
+        "events 1 and 2 sent twice"
+    );
+    let mut back = routes.open_standalone(Some(2));
+    assert!(ready(&mut primed_only).is_none(), "taken over");
+    routes.route(list_changed());
+    assert_eq!(id_of(ready(&mut primed_only)), "3");
+    assert!(ready(&mut back).is_none(), "event 3 sent twice");
 }
 
 #[test]
