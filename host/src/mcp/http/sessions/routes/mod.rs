@@ -482,6 +482,15 @@ impl Routes {
                 self.extra_standalone.remove(0);
             }
             self.extra_standalone.push(tx);
+        } else if after == Some(0) && said.is_none() && self.began_unnamed() {
+            // Only primed (id 0), with no connection open: most likely the
+            // last connection's own client, which began without an id and
+            // was sent nothing it received. It gets what that connection
+            // was sent, but those ids are not trusted to take the stream
+            // over later, in case it was another stream's client.
+            let from = self.standalone_from.0 - 1;
+            self.connect_standalone(tx, from, None);
+            self.standalone_from.0 = self.standalone.next;
         } else {
             // Event 0 is the priming event rmcp sends on this stream. Events
             // the last connection had not taken when it went are sent again.
@@ -491,18 +500,27 @@ impl Routes {
         rx
     }
 
+    /// Whether the standalone stream has had a connection and the last
+    /// one began without `Last-Event-ID` (a `GET` without it, or an extra
+    /// stream taking over), so its client was primed with id 0.
+    fn began_unnamed(&self) -> bool {
+        let (first, said) = self.standalone_from;
+        first > 0 && said.is_none()
+    }
+
     /// Whether a client that had the standalone stream's events up to
     /// `after` is the one its current (or, if none is open, its last)
     /// connection serves: it had an event that connection was sent, or
     /// gave the id that connection began after. Every standalone `GET`
     /// without `Last-Event-ID` is primed with id 0, so 0 names no
-    /// connection (before the first, any id of an event sent is
-    /// trusted), and neither does an id never sent. Another client that took the stream over, or resumed
-    /// from its own id, would be sent again what that connection had, and
-    /// the two would take the stream from each other at each reconnect.
+    /// connection (before the first, any id of an event sent is trusted),
+    /// and neither does an id never sent. Another client that took the
+    /// stream over, or resumed from its own id, would be sent again what
+    /// that connection had, and the two would take the stream from each
+    /// other at each reconnect.
     fn serves(&self, after: u64) -> bool {
         let (first, said) = self.standalone_from;
-        (first..self.standalone.next).contains(&after) || (after > 0 && said == Some(after))
+        (first..self.standalone.next).contains(&after) || said == Some(after)
     }
 
     /// Sends the standalone stream on `tx` from the event after `from`;
@@ -510,7 +528,8 @@ impl Routes {
     fn connect_standalone(&mut self, tx: Inlet, from: u64, said: Option<u64>) {
         self.standalone.reconnect(tx, from);
         let first = self.standalone.delivered.map_or(0, |last| last + 1);
-        self.standalone_from = (first, said);
+        // Resumed from the priming id: as unnamed as a `GET` without one.
+        self.standalone_from = (first, said.filter(|&said| said > 0));
     }
 
     /// A standalone stream's connection has ended; if it was the stream's
