@@ -88,11 +88,11 @@ pub(super) struct Routes {
     /// in turn; one of them carries the stream if its connection turns out
     /// to be gone (see [`Routes::promote_extra_standalone`]).
     standalone: Events,
-    /// The index of the first event the standalone stream's current
-    /// connection was sent, and the `Last-Event-ID` its client gave, if
-    /// it gave one; see [`Routes::serves`].
-    standalone_from: (u64, Option<u64>),
-    extra_standalone: Vec<Inlet>,
+    /// How the standalone stream's current (or last) connection began.
+    standalone_began: Began,
+    /// Extra standalone streams, with the `Last-Event-ID` each was asked
+    /// with.
+    extra_standalone: Vec<(Inlet, Option<u64>)>,
     ended: bool,
     /// Where kept streams' events are held, over all sessions.
     ledger: Arc<Ledger>,
@@ -126,6 +126,21 @@ struct Events {
     /// Counts the connections the stream has had, so a connection that
     /// ends after a newer one took over changes nothing.
     connection: u64,
+}
+
+/// How the standalone stream's current (or last) connection began.
+#[derive(Default, Clone, Copy)]
+struct Began {
+    /// The index of the first event it was sent.
+    sent_from: u64,
+    /// Ids from this one on are of events no other connection took, so only
+    /// this connection's client can have them; see [`Routes::serves`].
+    trusted_from: u64,
+    /// The `Last-Event-ID` its client gave, if it was trusted.
+    said: Option<u64>,
+    /// Its client gave no `Last-Event-ID` or 0, so it may have only the
+    /// priming event's id, 0.
+    primed_only: bool,
 }
 
 /// Where a message from the server goes.
@@ -459,7 +474,8 @@ impl Routes {
 
     /// Opens the standalone stream, or an extra one if it is open already
     /// and this is not its own client resuming it; sends what it holds
-    /// after `after` (everything not yet delivered when `None`).
+    /// after `after` (when `None`, or not to be trusted, see
+    /// [`Routes::connect_standalone`]).
     pub(super) fn open_standalone(&mut self, after: Option<u64>) -> Outlet {
         self.forget_expired();
         let (tx, rx) = pipe();
@@ -468,68 +484,68 @@ impl Routes {
             .to_client
             .as_ref()
             .is_some_and(Inlet::is_open);
-        // A resume from the current (or last) connection's own client
-        // starts from the id it gave; any other from what the host knows
-        // was taken.
-        let said = after.filter(|&after| self.serves(after));
         // The client of the open connection, resuming, lost that
         // connection, though the host may not have noticed yet: it takes
         // the stream over. Any other client gets an extra stream, which
         // takes over if the host finds the connection gone.
-        if open && said.is_none() {
-            self.extra_standalone.retain(Inlet::is_open);
+        if open && !after.is_some_and(|after| self.serves(after)) {
+            self.extra_standalone.retain(|(tx, _)| tx.is_open());
             if self.extra_standalone.len() >= EXTRA_STANDALONE {
                 self.extra_standalone.remove(0);
             }
-            self.extra_standalone.push(tx);
-        } else if after == Some(0) && said.is_none() && self.began_unnamed() {
-            // Only primed (id 0), with no connection open: most likely the
-            // last connection's own client, which began without an id and
-            // was sent nothing it received. It gets what that connection
-            // was sent, but those ids are not trusted to take the stream
-            // over later, in case it was another stream's client.
-            let from = self.standalone_from.0 - 1;
-            self.connect_standalone(tx, from, None);
-            self.standalone_from.0 = self.standalone.next;
+            self.extra_standalone.push((tx, after));
         } else {
-            // Event 0 is the priming event rmcp sends on this stream. Events
-            // the last connection had not taken when it went are sent again.
-            let from = said.or(self.standalone.delivered()).unwrap_or(0);
-            self.connect_standalone(tx, from, said);
+            self.connect_standalone(tx, after);
         }
         rx
     }
 
-    /// Whether the standalone stream has had a connection and the last
-    /// one began without `Last-Event-ID` (a `GET` without it, or an extra
-    /// stream taking over), so its client was primed with id 0.
-    fn began_unnamed(&self) -> bool {
-        let (first, said) = self.standalone_from;
-        first > 0 && said.is_none()
-    }
-
     /// Whether a client that had the standalone stream's events up to
     /// `after` is the one its current (or, if none is open, its last)
-    /// connection serves: it had an event that connection was sent, or
+    /// connection serves: it had an event no other connection took, or
     /// gave the id that connection began after. Every standalone `GET`
     /// without `Last-Event-ID` is primed with id 0, so 0 names no
     /// connection (before the first, any id of an event sent is trusted),
-    /// and neither does an id never sent. Another client that took the
-    /// stream over, or resumed from its own id, would be sent again what
-    /// that connection had, and the two would take the stream from each
-    /// other at each reconnect.
+    /// and neither does an id never sent. Another client that took an open
+    /// stream over would be sent again what that connection had, and the
+    /// two would take the stream from each other at each reconnect.
     fn serves(&self, after: u64) -> bool {
-        let (first, said) = self.standalone_from;
-        (first..self.standalone.next).contains(&after) || said == Some(after)
+        let began = self.standalone_began;
+        (began.trusted_from..self.standalone.next).contains(&after) || began.said == Some(after)
     }
 
-    /// Sends the standalone stream on `tx` from the event after `from`;
-    /// `said` is the `Last-Event-ID` its client gave.
-    fn connect_standalone(&mut self, tx: Inlet, from: u64, said: Option<u64>) {
+    /// Sends the standalone stream on `tx`, its client having said it had
+    /// the events up to `after`. A trusted id is resumed from. Otherwise no
+    /// connection is open (or `tx` is an extra stream taking over from a
+    /// lost one), so no live stream can be sent an event twice, and it
+    /// starts from the first event the last connection had not taken, or
+    /// earlier: from the client's own id if lower, and from the start of
+    /// what the last connection was sent if its client, primed only, would
+    /// resume from 0 (it may be this client, which then received none of
+    /// it). Replayed events the last connection took may have reached
+    /// another client, so their ids are not trusted.
+    fn connect_standalone(&mut self, tx: Inlet, after: Option<u64>) {
+        let trusted = after.filter(|&after| self.serves(after));
+        let last = self.standalone_began;
+        let taken = self.standalone.delivered();
+        let from = match (trusted, after, taken) {
+            (Some(after), _, _) => after,
+            (None, _, None) => 0,
+            (None, Some(0), Some(taken)) if last.primed_only => {
+                taken.min(last.sent_from.saturating_sub(1))
+            }
+            (None, Some(0) | None, Some(taken)) => taken,
+            (None, Some(after), Some(taken)) => taken.min(after),
+        };
         self.standalone.reconnect(tx, from);
         let first = self.standalone.delivered.map_or(0, |last| last + 1);
-        // Resumed from the priming id: as unnamed as a `GET` without one.
-        self.standalone_from = (first, said.filter(|&said| said > 0));
+        let untaken = taken.map_or(0, |taken| taken + 1).max(first);
+        self.standalone_began = Began {
+            sent_from: first,
+            trusted_from: if trusted.is_some() { first } else { untaken },
+            said: trusted.filter(|&after| after > 0),
+            primed_only: matches!(after, None | Some(0)),
+        };
     }
 
     /// A standalone stream's connection has ended; if it was the stream's
@@ -554,10 +570,9 @@ impl Routes {
     /// old connection go gets an extra stream, which would otherwise only
     /// keep alive.
     fn promote_extra_standalone(&mut self) {
-        while let Some(tx) = self.extra_standalone.pop() {
+        while let Some((tx, after)) = self.extra_standalone.pop() {
             if tx.is_open() {
-                let from = self.standalone.delivered().unwrap_or(0);
-                self.connect_standalone(tx, from, None);
+                self.connect_standalone(tx, after);
                 return;
             }
         }

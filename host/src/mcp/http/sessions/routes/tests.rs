@@ -370,6 +370,47 @@ fn with_no_connection_open_a_resume_from_another_connection_s_id_is_not_trusted(
     assert!(ready(&mut back).is_none(), "event 4 sent twice");
 }
 
+/// Reads every event that is there, then whether the stream waits.
+fn ids(outlet: &mut Outlet) -> Vec<String> {
+    std::iter::from_fn(|| ready(outlet).flatten())
+        .map(|event| event.event_id.unwrap())
+        .collect()
+}
+
+#[test]
+fn a_one_stream_client_loses_nothing_kept_however_often_it_reconnects() {
+    // Primed only, twice in a row, its connections lost with what they took.
+    let mut routes = Routes::new(Arc::default());
+    let mut first = routes.open_standalone(None);
+    routes.route(list_changed());
+    routes.route(list_changed());
+    assert_eq!(ids(&mut first), ["1", "2"]);
+    drop(first);
+    let again = routes.open_standalone(Some(0));
+    drop(again);
+    let mut third = routes.open_standalone(Some(0));
+    assert_eq!(ids(&mut third), ["1", "2"]);
+
+    // It had 2 of the events sent again; 3 was taken and lost.
+    routes.route(list_changed());
+    assert_eq!(ids(&mut third), ["3"]);
+    drop(third);
+    let mut fourth = routes.open_standalone(Some(2));
+    assert_eq!(ids(&mut fourth), ["3"]);
+
+    // Primed only, reconnecting before the host noticed: an extra stream,
+    // which takes over when the host does, with what the lost one took.
+    let mut routes = Routes::new(Arc::default());
+    let mut first = routes.open_standalone(None);
+    routes.route(list_changed());
+    assert_eq!(ids(&mut first), ["1"]);
+    let mut extra = routes.open_standalone(Some(0));
+    assert!(ids(&mut extra).is_empty());
+    routes.standalone_ended(&first);
+    drop(first);
+    assert_eq!(ids(&mut extra), ["1"]);
+}
+
 #[test]
 fn two_clients_primed_only_never_take_the_stream_from_each_other() {
     let mut routes = Routes::new(Arc::default());
