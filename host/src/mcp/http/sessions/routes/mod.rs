@@ -542,7 +542,13 @@ impl Routes {
         let untaken = taken.map_or(0, |taken| taken + 1).max(first);
         self.standalone_began = Began {
             sent_from: first,
-            trusted_from: if trusted.is_some() { first } else { untaken },
+            // Never lower for an untrusted start: an earlier connection
+            // may have taken ids the last one was only replayed.
+            trusted_from: if trusted.is_some() {
+                first
+            } else {
+                untaken.max(last.trusted_from)
+            },
             said: trusted.filter(|&after| after > 0),
             primed_only: matches!(after, None | Some(0)),
         };

@@ -412,6 +412,28 @@ fn a_one_stream_client_loses_nothing_kept_however_often_it_reconnects() {
 }
 
 #[test]
+fn ids_replayed_to_one_client_do_not_let_another_take_its_stream() {
+    let mut routes = Routes::new(Arc::default());
+    let mut a = routes.open_standalone(None);
+    let y = routes.open_standalone(None);
+    routes.route(list_changed());
+    routes.route(list_changed());
+    assert_eq!(ids(&mut a), ["1", "2"]);
+    drop(y);
+    drop(a);
+    // Y, primed only, is sent 1 and 2 twice over, lost the first time.
+    drop(routes.open_standalone(Some(0)));
+    let mut y = routes.open_standalone(Some(0));
+    assert_eq!(ids(&mut y), ["1", "2"]);
+    // A, with the id it had, gets a stream that only keeps alive.
+    let mut a = routes.open_standalone(Some(2));
+    assert!(ready(&mut y).is_none(), "taken over");
+    routes.route(list_changed());
+    assert_eq!(ids(&mut y), ["3"]);
+    assert!(ids(&mut a).is_empty());
+}
+
+#[test]
 fn two_clients_primed_only_never_take_the_stream_from_each_other() {
     let mut routes = Routes::new(Arc::default());
     let mut first = routes.open_standalone(None);
