@@ -165,23 +165,19 @@ impl Session {
                 return Err(SessionError::Ended(self.id.clone()));
             }
             let (number, connection, rx) = routes.open_request(&message, prime);
-            let end = StreamEnd {
-                session: Arc::downgrade(self),
-                request: Some((number, connection)),
-                complete: false,
-            };
-            Receiver { rx, end }
+            self.receiver(rx, Some((number, connection)))
         };
         self.deliver(message)?;
         Ok(end)
     }
 
-    /// A standalone stream's events, reported to the routes when its
-    /// connection ends.
-    fn standalone(self: &Arc<Self>, rx: Outlet) -> Receiver {
+    /// A response's events, reported to the routes when its connection
+    /// ends: `request` is a request's stream and its connection's number,
+    /// `None` for a standalone stream.
+    fn receiver(self: &Arc<Self>, rx: Outlet, request: Option<(u64, u64)>) -> Receiver {
         let end = StreamEnd {
             session: Arc::downgrade(self),
-            request: None,
+            request,
             complete: false,
         };
         Receiver { rx, end }
@@ -372,7 +368,7 @@ impl SessionManager for Sessions {
             return Err(SessionError::Ended(id.clone()));
         }
         let rx = routes.open_standalone(None);
-        Ok(session.standalone(rx))
+        Ok(session.receiver(rx, None))
     }
 
     async fn resume(
@@ -390,17 +386,12 @@ impl SessionManager for Sessions {
         }
         let Some(number) = stream else {
             let rx = routes.open_standalone(Some(after));
-            return Ok(session.standalone(rx));
+            return Ok(session.receiver(rx, None));
         };
         let (connection, rx) = routes
             .resume(number, after)
             .ok_or(SessionError::NoStream(number))?;
-        let end = StreamEnd {
-            session: Arc::downgrade(&session),
-            request: Some((number, connection)),
-            complete: false,
-        };
-        Ok(Receiver { rx, end })
+        Ok(session.receiver(rx, Some((number, connection))))
     }
 }
 
@@ -576,6 +567,8 @@ mod tests {
             .await
             .expect("the cancellation did not reach the service");
         assert!(matches!(delivered, Some(JsonRpcMessage::Notification(_))));
+        // An answer that comes anyway goes nowhere; the session is not busy.
+        transport.send(answer(1)).await.unwrap();
         let session = sessions.get(&id).unwrap();
         assert!(!session.routes.lock().unwrap().busy(), "still busy");
     }

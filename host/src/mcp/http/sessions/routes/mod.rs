@@ -118,9 +118,9 @@ struct Events {
     /// The index of the next event.
     next: u64,
     kept: VecDeque<ServerSseMessage>,
-    /// For the standalone stream: the index of the last event the client
-    /// had, as it said or as the host saw, when its current connection
-    /// began, or when its last one went; read it with
+    /// For the standalone stream: the index of the event before the first
+    /// its current connection was sent, or of the last one its last
+    /// connection took when it went; read it with
     /// [`Events::delivered`], which adds what the connection took since.
     delivered: Option<u64>,
     /// Counts the connections the stream has had, so a connection that
@@ -565,8 +565,7 @@ impl Routes {
         {
             return;
         }
-        self.standalone.delivered = self.standalone.delivered();
-        self.standalone.to_client = None;
+        self.standalone.connection_lost();
         self.promote_extra_standalone();
     }
 
@@ -617,9 +616,14 @@ impl Events {
         if let Some(tx) = &self.to_client
             && !tx.send(index, event, last)
         {
-            self.delivered = self.delivered();
-            self.to_client = None;
+            self.connection_lost();
         }
+    }
+
+    /// The connection is gone: what it took is what the client had.
+    fn connection_lost(&mut self) {
+        self.delivered = self.delivered();
+        self.to_client = None;
     }
 
     /// The index of the last event the client took, as far as the host

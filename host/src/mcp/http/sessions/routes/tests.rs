@@ -219,13 +219,25 @@ fn id_of(event: Option<Option<ServerSseMessage>>) -> String {
     event.flatten().unwrap().event_id.unwrap()
 }
 
+/// Sends `n` notifications out on the standalone stream.
+fn notify(routes: &mut Routes, n: usize) {
+    for _ in 0..n {
+        routes.route(list_changed());
+    }
+}
+
+/// Reads every event that is there.
+fn ids(outlet: &mut Outlet) -> Vec<String> {
+    std::iter::from_fn(|| ready(outlet).flatten())
+        .map(|event| event.event_id.unwrap())
+        .collect()
+}
+
 #[test]
 fn standalone_events_a_lost_connection_had_not_taken_are_sent_again() {
     let mut routes = Routes::new(Arc::default());
     let mut first = routes.open_standalone(None);
-    for _ in 0..3 {
-        routes.route(list_changed());
-    }
+    notify(&mut routes, 3);
     assert_eq!(id_of(ready(&mut first)), "1");
     // Gone with events 2 and 3 queued, not taken.
     drop(first);
@@ -327,8 +339,7 @@ fn with_no_connection_open_a_primed_only_client_gets_what_the_last_connection_wa
     // The client had event 1; its next connection is sent 2 and 3, takes
     // 2, and is lost before the client read either.
     let mut second = routes.open_standalone(Some(1));
-    routes.route(list_changed());
-    routes.route(list_changed());
+    notify(&mut routes, 2);
     assert_eq!(id_of(ready(&mut second)), "2");
     drop(second);
     let mut third = routes.open_standalone(None);
@@ -350,8 +361,7 @@ fn with_no_connection_open_a_resume_from_another_connection_s_id_is_not_trusted(
     drop(first);
     let mut resumed = routes.open_standalone(Some(1));
     let extra = routes.open_standalone(None);
-    routes.route(list_changed());
-    routes.route(list_changed());
+    notify(&mut routes, 2);
     assert_eq!(id_of(ready(&mut resumed)), "2");
     assert_eq!(id_of(ready(&mut resumed)), "3");
     // Both connections go; the extra stream's client comes back first,
@@ -370,20 +380,12 @@ fn with_no_connection_open_a_resume_from_another_connection_s_id_is_not_trusted(
     assert!(ready(&mut back).is_none(), "event 4 sent twice");
 }
 
-/// Reads every event that is there, then whether the stream waits.
-fn ids(outlet: &mut Outlet) -> Vec<String> {
-    std::iter::from_fn(|| ready(outlet).flatten())
-        .map(|event| event.event_id.unwrap())
-        .collect()
-}
-
 #[test]
 fn a_one_stream_client_loses_nothing_kept_however_often_it_reconnects() {
     // Primed only, twice in a row, its connections lost with what they took.
     let mut routes = Routes::new(Arc::default());
     let mut first = routes.open_standalone(None);
-    routes.route(list_changed());
-    routes.route(list_changed());
+    notify(&mut routes, 2);
     assert_eq!(ids(&mut first), ["1", "2"]);
     drop(first);
     let again = routes.open_standalone(Some(0));
@@ -416,8 +418,7 @@ fn ids_replayed_to_one_client_do_not_let_another_take_its_stream() {
     let mut routes = Routes::new(Arc::default());
     let mut a = routes.open_standalone(None);
     let y = routes.open_standalone(None);
-    routes.route(list_changed());
-    routes.route(list_changed());
+    notify(&mut routes, 2);
     assert_eq!(ids(&mut a), ["1", "2"]);
     drop(y);
     drop(a);
@@ -471,8 +472,7 @@ fn an_extra_get_takes_over_as_soon_as_the_connection_is_reported_gone() {
 fn an_extra_get_carries_the_stream_once_the_first_connection_is_found_gone() {
     let mut routes = Routes::new(Arc::default());
     let mut first = routes.open_standalone(None);
-    routes.route(list_changed());
-    routes.route(list_changed());
+    notify(&mut routes, 2);
     assert_eq!(id_of(ready(&mut first)), "1");
     // The client reconnects before the host noticed the first
     // connection go, with event 2 still queued for it; of the extra
