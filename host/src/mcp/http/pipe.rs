@@ -8,6 +8,13 @@
 //! with its index in the stream, and the pipe remembers the last one the
 //! connection took, so a stream whose connection broke knows which events
 //! never left the pipe (those taken may still have been lost on the way).
+//!
+//! A connection that stops reading is cut off once [`QUEUE_LIMIT`] events
+//! wait for it: what was queued is dropped, the response ends when it is
+//! next read, and the stream counts the connection as gone, so a client
+//! that never reads cannot make the host hold its events without end. A
+//! client that was only slow reconnects with the last id it saw and is
+//! sent again what its stream still keeps.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -16,6 +23,12 @@ use std::task::{Context, Poll, Waker};
 
 use futures::Stream;
 use rmcp::transport::common::server_side_http::ServerSseMessage;
+
+/// Events a connection may leave unread before it is cut off. The host's
+/// streams carry few events (a request's stream: its answer and any
+/// approval asked for it; the standalone stream: list changes), and a
+/// connection that reads at all drains them into its socket at once.
+pub const QUEUE_LIMIT: usize = 64;
 
 /// Opens a pipe.
 pub fn pipe() -> (Inlet, Outlet) {
@@ -30,8 +43,12 @@ struct Shared {
     /// The index of the last event the connection took.
     taken: Option<u64>,
     ended: bool,
-    /// The outlet was dropped: nothing sent is read any more.
+    /// The outlet was dropped, or the pipe cut: nothing sent is read any
+    /// more.
     abandoned: bool,
+    /// Events sent were dropped unread: the connection did not take the
+    /// whole stream, though it ends.
+    cut: bool,
     waker: Option<Waker>,
 }
 
@@ -50,6 +67,10 @@ impl Inlet {
             if shared.abandoned {
                 return false;
             }
+            if shared.queue.len() >= QUEUE_LIMIT {
+                shared.cut();
+                return false;
+            }
             shared.queue.push_back((index, event));
             shared.ended |= last;
             shared.waker.take()
@@ -58,6 +79,13 @@ impl Inlet {
             waker.wake();
         }
         true
+    }
+
+    /// Drops what the connection has not taken and ends its stream: a newer
+    /// connection of the same client carries the stream now, so anything
+    /// still queued here would reach the client twice.
+    pub fn cut(self) {
+        self.0.lock().expect("never poisoned").cut();
     }
 
     /// Whether the outlet is still read.
@@ -74,6 +102,20 @@ impl Inlet {
     /// after it were still queued when the connection went.
     pub fn taken(&self) -> Option<u64> {
         self.0.lock().expect("never poisoned").taken
+    }
+}
+
+impl Shared {
+    /// Drops the queue and ends the stream. Rare, so the reader is woken
+    /// with the lock held.
+    fn cut(&mut self) {
+        self.queue.clear();
+        self.abandoned = true;
+        self.cut = true;
+        self.ended = true;
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
     }
 }
 
@@ -113,6 +155,14 @@ impl Stream for Outlet {
             shared.waker = Some(cx.waker().clone());
         }
         Poll::Pending
+    }
+}
+
+impl Outlet {
+    /// Whether events were dropped unread: the stream ended without the
+    /// connection taking all of it.
+    pub fn is_cut(&self) -> bool {
+        self.0.lock().expect("never poisoned").cut
     }
 }
 
@@ -161,5 +211,30 @@ mod tests {
         drop(outlet);
         assert!(!inlet.is_open());
         assert!(!inlet.send(0, event(0), false));
+    }
+
+    #[tokio::test]
+    async fn a_pipe_left_unread_is_cut_and_ends_without_its_queue() {
+        let (inlet, mut outlet) = pipe();
+        for n in 0..QUEUE_LIMIT as u64 {
+            assert!(inlet.send(n, event(n), false));
+        }
+        assert!(!outlet.is_cut());
+        assert!(!inlet.send(99, event(99), false), "sent past the limit");
+        assert!(!inlet.is_open());
+        assert!(outlet.is_cut());
+        assert!(outlet.next().await.is_none(), "the queue was kept");
+        assert_eq!(inlet.taken(), None);
+    }
+
+    #[tokio::test]
+    async fn a_cut_pipe_drops_what_is_queued_and_ends() {
+        let (inlet, mut outlet) = pipe();
+        assert!(inlet.send(0, event(0), false));
+        assert!(inlet.send(1, event(1), false));
+        assert_eq!(outlet.next().await.unwrap().event_id.as_deref(), Some("0"));
+        inlet.cut();
+        assert!(outlet.next().await.is_none(), "event 1 was still sent");
+        assert!(outlet.is_cut());
     }
 }

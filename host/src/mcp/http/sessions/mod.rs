@@ -253,7 +253,8 @@ impl Stream for Receiver {
             && !self.end.complete
         {
             self.end.complete = true;
-            self.end.report(true, &self.rx);
+            // A cut pipe ends too, though its connection missed events.
+            self.end.report(!self.rx.is_cut(), &self.rx);
         }
         polled
     }
@@ -454,6 +455,7 @@ impl Transport<RoleServer> for SessionTransport {
 mod tests {
     use super::routes::tests::{answer, list_changed, ping};
     use super::*;
+    use crate::mcp::http::pipe::QUEUE_LIMIT;
     use futures::StreamExt;
     use serde_json::json;
 
@@ -571,5 +573,40 @@ mod tests {
         transport.send(answer(1)).await.unwrap();
         let session = sessions.get(&id).unwrap();
         assert!(!session.routes.lock().unwrap().busy(), "still busy");
+    }
+
+    #[tokio::test]
+    async fn a_request_s_connection_cut_off_unread_leaves_its_answer_to_resume() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let (id, mut transport) = sessions.create_session().await.unwrap();
+        let call = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": "echo", "_meta": { "progressToken": "t" } }
+        });
+        let mut stream = sessions.create_stream(&id, message(call)).await.unwrap();
+        assert!(transport.receive().await.is_some());
+        // With the priming event, one more than the connection may leave
+        // unread.
+        for step in 0..QUEUE_LIMIT {
+            let progress = json!({
+                "jsonrpc": "2.0", "method": "notifications/progress",
+                "params": { "progressToken": "t", "progress": step }
+            });
+            let progress = serde_json::from_value(progress).unwrap();
+            transport.send(progress).await.unwrap();
+        }
+        transport.send(answer(1)).await.unwrap();
+        // Read only now: cut off, it ends without the answer, which stays
+        // kept for the client to resume.
+        assert!(stream.next().await.is_none(), "the queue was kept");
+        drop(stream);
+        let last_taken = format!("{QUEUE_LIMIT}/0");
+        let mut resumed = sessions
+            .resume(&id, last_taken)
+            .await
+            .expect("the answer was not kept");
+        let answered = resumed.next().await.unwrap();
+        assert!(answered.message.is_some(), "not the answer");
+        assert!(resumed.next().await.is_none());
     }
 }

@@ -653,7 +653,12 @@ impl Events {
         // What the client says it has, but no event not yet sent: a made-up
         // id must not make a later connection skip events.
         self.delivered = self.next.checked_sub(1).map(|last| after.min(last));
-        self.to_client = Some(tx);
+        // The old connection, if open, is this client's (or the stream is
+        // taken over from a lost one): what it still queues would reach the
+        // client twice.
+        if let Some(old) = self.to_client.replace(tx) {
+            old.cut();
+        }
         self.connection += 1;
     }
 }

@@ -1,6 +1,7 @@
 //! Tests of where each message of a session goes.
 
 use super::*;
+use crate::mcp::http::pipe::QUEUE_LIMIT;
 use futures::{FutureExt, StreamExt};
 use rmcp::model::ServerResult;
 
@@ -490,6 +491,64 @@ fn an_extra_get_carries_the_stream_once_the_first_connection_is_found_gone() {
     routes.route(list_changed());
     assert_eq!(id_of(ready(&mut reconnected)), "4");
     assert!(ready(&mut older).is_none(), "still only keeps alive");
+}
+
+#[test]
+fn a_connection_taken_over_by_its_own_client_sends_nothing_more() {
+    let mut routes = Routes::new(Arc::default());
+    let mut first = routes.open_standalone(None);
+    notify(&mut routes, 3);
+    assert_eq!(id_of(ready(&mut first)), "1");
+    // Its client lost it and resumes after event 1, with 2 and 3 still
+    // queued on it.
+    let mut resumed = routes.open_standalone(Some(1));
+    assert_eq!(ids(&mut resumed), ["2", "3"]);
+    assert!(
+        matches!(ready(&mut first), Some(None)),
+        "2 and 3 went out twice"
+    );
+}
+
+#[test]
+fn a_standalone_connection_never_read_is_cut_off_and_an_extra_one_carries_on() {
+    let mut routes = Routes::new(Arc::default());
+    let mut unread = routes.open_standalone(None);
+    let mut extra = routes.open_standalone(None);
+    notify(&mut routes, QUEUE_LIMIT);
+    assert!(ready(&mut extra).is_none(), "taken over with room left");
+    notify(&mut routes, 1);
+    assert!(
+        matches!(ready(&mut unread), Some(None)),
+        "its queue was held"
+    );
+    assert!(unread.is_cut());
+    // From the start of what the stream keeps: the cut connection took
+    // nothing.
+    let last = QUEUE_LIMIT + 1;
+    let first = last + 1 - EVENTS_KEPT;
+    let expected: Vec<String> = (first..=last).map(|i| i.to_string()).collect();
+    assert_eq!(ids(&mut extra), expected);
+}
+
+#[test]
+fn a_request_s_connection_never_read_is_cut_off_and_its_answer_kept() {
+    let mut routes = Routes::default();
+    let (number, mut unread) = routes.open(&call(1, "t"));
+    for step in 0..=QUEUE_LIMIT {
+        routes.route(server(serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/progress",
+            "params": { "progressToken": "t", "progress": step }
+        })));
+    }
+    assert!(
+        matches!(ready(&mut unread), Some(None)),
+        "its queue was held"
+    );
+    routes.route(answer(1));
+    assert_eq!(routes.undelivered, [number], "the answer was not kept");
+    let (_, mut again) = routes.resume(number, QUEUE_LIMIT as u64).unwrap();
+    assert!(ready(&mut again).flatten().unwrap().message.is_some());
+    assert!(matches!(ready(&mut again), Some(None)));
 }
 
 #[test]
