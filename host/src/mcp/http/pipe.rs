@@ -9,12 +9,13 @@
 //! connection took, so a stream whose connection broke knows which events
 //! never left the pipe (those taken may still have been lost on the way).
 //!
-//! A connection that stops reading is cut off once [`QUEUE_LIMIT`] events
-//! wait for it: what was queued is dropped, the response ends when it is
-//! next read, and the stream counts the connection as gone, so a client
-//! that never reads cannot make the host hold its events without end. A
-//! client that was only slow reconnects with the last id it saw and is
-//! sent again what its stream still keeps.
+//! A connection that stops reading is cut off when an event comes with
+//! [`QUEUE_LIMIT`] waiting for it: what was queued is dropped, the response
+//! ends when it is next read, and the stream counts the connection as gone,
+//! so a client that never reads cannot make the host hold its events
+//! without end. A client that was only slow sees the response end and
+//! resumes the stream as after any break: it gets back what the stream
+//! still keeps, not all that was dropped.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -121,6 +122,13 @@ impl Shared {
 
 impl Drop for Inlet {
     fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl Inlet {
+    /// Ends the stream after what was sent, keeping the pipe to cut.
+    pub fn end(&self) {
         let waker = {
             let mut shared = self.0.lock().expect("never poisoned");
             if shared.ended {

@@ -600,9 +600,11 @@ mod tests {
         // kept for the client to resume.
         assert!(stream.next().await.is_none(), "the queue was kept");
         drop(stream);
-        let last_taken = format!("{QUEUE_LIMIT}/0");
+        // Resuming after the last progress event, which the stream keeps
+        // with the answer.
+        let after = format!("{QUEUE_LIMIT}/0");
         let mut resumed = sessions
-            .resume(&id, last_taken)
+            .resume(&id, after)
             .await
             .expect("the answer was not kept");
         let answered = resumed.next().await.unwrap();

@@ -34,10 +34,14 @@ use rmcp::service::OriginatingRequestId;
 use rmcp::transport::common::server_side_http::ServerSseMessage;
 
 use super::kept::{Kept, Ledger};
-use crate::mcp::http::pipe::{Inlet, Outlet, pipe};
+use crate::mcp::http::pipe::{Inlet, Outlet, QUEUE_LIMIT, pipe};
 
 /// Events each stream keeps for a client that resumes it.
 pub const EVENTS_KEPT: usize = 16;
+
+// A new connection is sent up to every kept event at once: more than a
+// pipe holds unread would cut it off before it began.
+const _: () = assert!(EVENTS_KEPT < QUEUE_LIMIT);
 
 /// At most this many streams whose answer no connection took are kept per
 /// session, holding at most [`UNDELIVERED_BYTES`] of messages, and all
@@ -107,6 +111,10 @@ struct RequestStream {
     /// Its events, moved out of `events`, if it is in
     /// [`Routes::undelivered`].
     kept: Option<Arc<Kept>>,
+    /// Once finished, the last connection, ended and still taking what was
+    /// queued: cut if the client resumes the stream, which would be sent
+    /// the answer twice.
+    draining: Option<Inlet>,
 }
 
 /// A stream's open connection, if any, and its last events.
@@ -202,13 +210,16 @@ impl Routes {
         }
         let stream = self.streams.get_mut(&number)?;
         let (tx, rx) = pipe();
+        if let Some(old) = stream.draining.take() {
+            old.cut();
+        }
         match kept.flatten() {
             Some(events) => stream.events.replay(tx, after, &events),
             None => stream.events.reconnect(tx, after),
         }
         if stream.finished {
             // Everything it will carry is sent: the connection ends after it.
-            stream.events.to_client = None;
+            stream.drain();
         }
         Some((stream.events.connection, rx))
     }
@@ -252,6 +263,7 @@ impl Routes {
             owners: Vec::new(),
             finished: false,
             kept: None,
+            draining: None,
         };
         if let JsonRpcMessage::Request(request) = request {
             stream.owners.push(Owner::Request(request.id.clone()));
@@ -370,7 +382,7 @@ impl Routes {
             }
         }
         stream.finished = true;
-        if stream.events.to_client.take().is_none() {
+        if !stream.drain() {
             self.keep(number);
         }
     }
@@ -451,6 +463,7 @@ impl Routes {
             return;
         }
         stream.events.to_client = None;
+        stream.draining = None;
         if !stream.finished {
             // The answer, when it comes, is kept for the client to resume.
             return;
@@ -581,6 +594,19 @@ impl Routes {
                 return;
             }
         }
+    }
+}
+
+impl RequestStream {
+    /// Ends the connection after what it was sent, keeping it to cut if the
+    /// client resumes; whether there was one.
+    fn drain(&mut self) -> bool {
+        let Some(tx) = self.events.to_client.take() else {
+            return false;
+        };
+        tx.end();
+        self.draining = Some(tx);
+        true
     }
 }
 

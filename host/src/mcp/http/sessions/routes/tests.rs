@@ -1,7 +1,6 @@
 //! Tests of where each message of a session goes.
 
 use super::*;
-use crate::mcp::http::pipe::QUEUE_LIMIT;
 use futures::{FutureExt, StreamExt};
 use rmcp::model::ServerResult;
 
@@ -506,6 +505,22 @@ fn a_connection_taken_over_by_its_own_client_sends_nothing_more() {
     assert!(
         matches!(ready(&mut first), Some(None)),
         "2 and 3 went out twice"
+    );
+}
+
+#[test]
+fn a_finished_request_s_connection_still_draining_is_cut_when_the_client_resumes() {
+    let mut routes = Routes::default();
+    let (number, _, mut stalled) = routes.open_request(&ping(1), true);
+    routes.route(answer(1));
+    // The client gave up on the connection before reading the answer, and
+    // resumes after the priming event.
+    let (_, mut again) = routes.resume(number, 0).unwrap();
+    assert!(ready(&mut again).flatten().unwrap().message.is_some());
+    assert!(matches!(ready(&mut again), Some(None)));
+    assert!(
+        matches!(ready(&mut stalled), Some(None)),
+        "the answer went out twice"
     );
 }
 
