@@ -26,9 +26,10 @@ use futures::Stream;
 use rmcp::transport::common::server_side_http::ServerSseMessage;
 
 /// Events a connection may leave unread before it is cut off. The host's
-/// streams carry few events (a request's stream: its answer and any
-/// approval asked for it; the standalone stream: list changes), and a
-/// connection that reads at all drains them into its socket at once.
+/// streams carry few events (a request's stream: its priming event, any
+/// approval asked for it and its answer; the standalone stream: an
+/// approval's `elicitation/complete`), and a connection that reads at all
+/// drains them into its socket at once.
 pub const QUEUE_LIMIT: usize = 64;
 
 /// Opens a pipe.
@@ -47,8 +48,8 @@ struct Shared {
     /// The outlet was dropped, or the pipe cut: nothing sent is read any
     /// more.
     abandoned: bool,
-    /// Events sent were dropped unread: the connection did not take the
-    /// whole stream, though it ends.
+    /// The pipe was cut: its stream ends, but the connection may not have
+    /// taken all of it.
     cut: bool,
     waker: Option<Waker>,
 }
@@ -167,8 +168,8 @@ impl Stream for Outlet {
 }
 
 impl Outlet {
-    /// Whether events were dropped unread: the stream ended without the
-    /// connection taking all of it.
+    /// Whether the pipe was cut: the stream ended, but the connection may
+    /// not have taken all of it.
     pub fn is_cut(&self) -> bool {
         self.0.lock().expect("never poisoned").cut
     }

@@ -41,7 +41,7 @@ pub const EVENTS_KEPT: usize = 16;
 
 // A new connection is sent up to every kept event at once: more than a
 // pipe holds unread would cut it off before it began.
-const _: () = assert!(EVENTS_KEPT < QUEUE_LIMIT);
+const _: () = assert!(EVENTS_KEPT <= QUEUE_LIMIT);
 
 /// At most this many streams whose answer no connection took are kept per
 /// session, holding at most [`UNDELIVERED_BYTES`] of messages, and all
