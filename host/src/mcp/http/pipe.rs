@@ -83,6 +83,21 @@ impl Inlet {
         true
     }
 
+    /// Ends the stream after what was sent, keeping the pipe to cut.
+    pub fn end(&self) {
+        let waker = {
+            let mut shared = self.0.lock().expect("never poisoned");
+            if shared.ended {
+                return;
+            }
+            shared.ended = true;
+            shared.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
     /// Drops what the connection has not taken and ends its stream: a newer
     /// connection of the same client carries the stream now, so anything
     /// still queued here would reach the client twice.
@@ -124,23 +139,6 @@ impl Shared {
 impl Drop for Inlet {
     fn drop(&mut self) {
         self.end();
-    }
-}
-
-impl Inlet {
-    /// Ends the stream after what was sent, keeping the pipe to cut.
-    pub fn end(&self) {
-        let waker = {
-            let mut shared = self.0.lock().expect("never poisoned");
-            if shared.ended {
-                return;
-            }
-            shared.ended = true;
-            shared.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
     }
 }
 

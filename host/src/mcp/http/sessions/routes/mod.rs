@@ -111,16 +111,16 @@ struct RequestStream {
     /// Its events, moved out of `events`, if it is in
     /// [`Routes::undelivered`].
     kept: Option<Arc<Kept>>,
-    /// Once finished, the last connection, ended and still taking what was
-    /// queued: cut if the client resumes the stream, which would be sent
-    /// the answer twice.
-    draining: Option<Inlet>,
 }
 
 /// A stream's open connection, if any, and its last events.
 #[derive(Default)]
 struct Events {
     to_client: Option<Inlet>,
+    /// A finished request stream's last connection, ended and still taking
+    /// what was queued; like `to_client`, cut when a new connection takes
+    /// over, which would otherwise be sent the answer too.
+    draining: Option<Inlet>,
     /// The stream number in event ids; `None` for the standalone stream.
     stream: Option<u64>,
     /// The index of the next event.
@@ -210,16 +210,13 @@ impl Routes {
         }
         let stream = self.streams.get_mut(&number)?;
         let (tx, rx) = pipe();
-        if let Some(old) = stream.draining.take() {
-            old.cut();
-        }
         match kept.flatten() {
             Some(events) => stream.events.replay(tx, after, &events),
             None => stream.events.reconnect(tx, after),
         }
         if stream.finished {
             // Everything it will carry is sent: the connection ends after it.
-            stream.drain();
+            stream.events.drain();
         }
         Some((stream.events.connection, rx))
     }
@@ -263,7 +260,6 @@ impl Routes {
             owners: Vec::new(),
             finished: false,
             kept: None,
-            draining: None,
         };
         if let JsonRpcMessage::Request(request) = request {
             stream.owners.push(Owner::Request(request.id.clone()));
@@ -382,7 +378,7 @@ impl Routes {
             }
         }
         stream.finished = true;
-        if !stream.drain() {
+        if !stream.events.drain() {
             self.keep(number);
         }
     }
@@ -463,7 +459,7 @@ impl Routes {
             return;
         }
         stream.events.to_client = None;
-        stream.draining = None;
+        stream.events.draining = None;
         if !stream.finished {
             // The answer, when it comes, is kept for the client to resume.
             return;
@@ -597,19 +593,6 @@ impl Routes {
     }
 }
 
-impl RequestStream {
-    /// Ends the connection after what it was sent, keeping it to cut if the
-    /// client resumes; whether there was one.
-    fn drain(&mut self) -> bool {
-        let Some(tx) = self.events.to_client.take() else {
-            return false;
-        };
-        tx.end();
-        self.draining = Some(tx);
-        true
-    }
-}
-
 impl Events {
     fn id_of(&self, index: u64) -> String {
         match self.stream {
@@ -646,6 +629,17 @@ impl Events {
         }
     }
 
+    /// Ends the connection after what it was sent, keeping it to cut if the
+    /// client resumes; whether there was one.
+    fn drain(&mut self) -> bool {
+        let Some(tx) = self.to_client.take() else {
+            return false;
+        };
+        tx.end();
+        self.draining = Some(tx);
+        true
+    }
+
     /// The connection is gone: what it took is what the client had.
     fn connection_lost(&mut self) {
         self.delivered = self.delivered();
@@ -679,10 +673,11 @@ impl Events {
         // What the client says it has, but no event not yet sent: a made-up
         // id must not make a later connection skip events.
         self.delivered = self.next.checked_sub(1).map(|last| after.min(last));
-        // The old connection, if open, is this client's (or the stream is
-        // taken over from a lost one): what it still queues would reach the
-        // client twice.
-        if let Some(old) = self.to_client.replace(tx) {
+        // The old connection, if open or still draining, is this client's
+        // (or the stream is taken over from a lost one): what it still
+        // queues would reach the client twice.
+        let old = [self.to_client.replace(tx), self.draining.take()];
+        for old in old.into_iter().flatten() {
             old.cut();
         }
         self.connection += 1;

@@ -226,6 +226,15 @@ fn notify(routes: &mut Routes, n: usize) {
     }
 }
 
+/// Opens the standalone stream and sends `n` events; its connection
+/// takes the first.
+fn first_taken_of(routes: &mut Routes, n: usize) -> Outlet {
+    let mut first = routes.open_standalone(None);
+    notify(routes, n);
+    assert_eq!(id_of(ready(&mut first)), "1");
+    first
+}
+
 /// Reads every event that is there.
 fn ids(outlet: &mut Outlet) -> Vec<String> {
     std::iter::from_fn(|| ready(outlet).flatten())
@@ -236,9 +245,7 @@ fn ids(outlet: &mut Outlet) -> Vec<String> {
 #[test]
 fn standalone_events_a_lost_connection_had_not_taken_are_sent_again() {
     let mut routes = Routes::new(Arc::default());
-    let mut first = routes.open_standalone(None);
-    notify(&mut routes, 3);
-    assert_eq!(id_of(ready(&mut first)), "1");
+    let first = first_taken_of(&mut routes, 3);
     // Gone with events 2 and 3 queued, not taken.
     drop(first);
     let mut second = routes.open_standalone(None);
@@ -292,9 +299,7 @@ fn a_second_get_only_keeps_alive_and_a_resuming_one_takes_the_stream_over() {
 #[test]
 fn a_resume_from_the_priming_or_a_made_up_id_takes_no_open_stream_over() {
     let mut routes = Routes::new(Arc::default());
-    let mut first = routes.open_standalone(None);
-    routes.route(list_changed());
-    assert_eq!(id_of(ready(&mut first)), "1");
+    let mut first = first_taken_of(&mut routes, 1);
     // An extra stream's client has only its priming id, 0.
     let mut extra = routes.open_standalone(Some(0));
     assert!(ready(&mut extra).is_none(), "event 1 sent twice");
@@ -332,9 +337,7 @@ fn a_stream_taken_over_by_an_extra_one_is_not_taken_back_by_its_old_client() {
 #[test]
 fn with_no_connection_open_a_primed_only_client_gets_what_the_last_connection_was_sent() {
     let mut routes = Routes::new(Arc::default());
-    let mut first = routes.open_standalone(None);
-    routes.route(list_changed());
-    assert_eq!(id_of(ready(&mut first)), "1");
+    let first = first_taken_of(&mut routes, 1);
     drop(first);
     // The client had event 1; its next connection is sent 2 and 3, takes
     // 2, and is lost before the client read either.
@@ -355,9 +358,7 @@ fn with_no_connection_open_a_primed_only_client_gets_what_the_last_connection_wa
 #[test]
 fn with_no_connection_open_a_resume_from_another_connection_s_id_is_not_trusted() {
     let mut routes = Routes::new(Arc::default());
-    let mut first = routes.open_standalone(None);
-    routes.route(list_changed());
-    assert_eq!(id_of(ready(&mut first)), "1");
+    let first = first_taken_of(&mut routes, 1);
     drop(first);
     let mut resumed = routes.open_standalone(Some(1));
     let extra = routes.open_standalone(None);
@@ -471,9 +472,7 @@ fn an_extra_get_takes_over_as_soon_as_the_connection_is_reported_gone() {
 #[test]
 fn an_extra_get_carries_the_stream_once_the_first_connection_is_found_gone() {
     let mut routes = Routes::new(Arc::default());
-    let mut first = routes.open_standalone(None);
-    notify(&mut routes, 2);
-    assert_eq!(id_of(ready(&mut first)), "1");
+    let first = first_taken_of(&mut routes, 2);
     // The client reconnects before the host noticed the first
     // connection go, with event 2 still queued for it; of the extra
     // streams, the newest still open takes over.
@@ -495,9 +494,7 @@ fn an_extra_get_carries_the_stream_once_the_first_connection_is_found_gone() {
 #[test]
 fn a_connection_taken_over_by_its_own_client_sends_nothing_more() {
     let mut routes = Routes::new(Arc::default());
-    let mut first = routes.open_standalone(None);
-    notify(&mut routes, 3);
-    assert_eq!(id_of(ready(&mut first)), "1");
+    let mut first = first_taken_of(&mut routes, 3);
     // Its client lost it and resumes after event 1, with 2 and 3 still
     // queued on it.
     let mut resumed = routes.open_standalone(Some(1));
