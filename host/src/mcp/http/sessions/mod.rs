@@ -453,7 +453,7 @@ impl Transport<RoleServer> for SessionTransport {
 
 #[cfg(test)]
 mod tests {
-    use super::routes::tests::{answer, list_changed, ping};
+    use super::routes::tests::{answer, call, list_changed, ping, progress};
     use super::*;
     use crate::mcp::http::pipe::QUEUE_LIMIT;
     use futures::StreamExt;
@@ -579,21 +579,12 @@ mod tests {
     async fn a_request_s_connection_cut_off_unread_leaves_its_answer_to_resume() {
         let sessions = Sessions::new(Duration::from_secs(60));
         let (id, mut transport) = sessions.create_session().await.unwrap();
-        let call = json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": { "name": "echo", "_meta": { "progressToken": "t" } }
-        });
-        let mut stream = sessions.create_stream(&id, message(call)).await.unwrap();
+        let mut stream = sessions.create_stream(&id, call(1, "t")).await.unwrap();
         assert!(transport.receive().await.is_some());
         // With the priming event, one more than the connection may leave
         // unread.
         for step in 0..QUEUE_LIMIT {
-            let progress = json!({
-                "jsonrpc": "2.0", "method": "notifications/progress",
-                "params": { "progressToken": "t", "progress": step }
-            });
-            let progress = serde_json::from_value(progress).unwrap();
-            transport.send(progress).await.unwrap();
+            transport.send(progress("t", step)).await.unwrap();
         }
         transport.send(answer(1)).await.unwrap();
         // Read only now: cut off, it ends without the answer, which stays

@@ -105,12 +105,21 @@ fn a_request_id_used_again_ends_the_older_stream_and_late_answers_go_nowhere() {
     assert!(routes.standalone.kept.is_empty());
 }
 
-fn call(id: i64, token: &str) -> ClientJsonRpcMessage {
+/// A `tools/call` whose progress comes with `token`.
+pub(in crate::mcp::http::sessions) fn call(id: i64, token: &str) -> ClientJsonRpcMessage {
     serde_json::from_value(serde_json::json!({
         "jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": { "name": "echo", "_meta": { "progressToken": token } }
     }))
     .unwrap()
+}
+
+/// A progress notification for `token`.
+pub(in crate::mcp::http::sessions) fn progress(token: &str, step: usize) -> ServerJsonRpcMessage {
+    server(serde_json::json!({
+        "jsonrpc": "2.0", "method": "notifications/progress",
+        "params": { "progressToken": token, "progress": step }
+    }))
 }
 
 #[test]
@@ -119,10 +128,7 @@ fn a_progress_token_used_again_moves_its_progress_and_ends_no_stream() {
     let (_, mut first) = routes.open(&call(1, "t"));
     let (_, mut second) = routes.open(&call(2, "t"));
     assert!(ready(&mut first).is_none(), "the older stream ended");
-    routes.route(server(serde_json::json!({
-        "jsonrpc": "2.0", "method": "notifications/progress",
-        "params": { "progressToken": "t", "progress": 1 }
-    })));
+    routes.route(progress("t", 1));
     assert!(ready(&mut second).flatten().unwrap().message.is_some());
     routes.route(answer(1));
     let answered = ready(&mut first).flatten().unwrap();
@@ -547,10 +553,7 @@ fn a_request_s_connection_never_read_is_cut_off_and_its_answer_kept() {
     let mut routes = Routes::default();
     let (number, mut unread) = routes.open(&call(1, "t"));
     for step in 0..=QUEUE_LIMIT {
-        routes.route(server(serde_json::json!({
-            "jsonrpc": "2.0", "method": "notifications/progress",
-            "params": { "progressToken": "t", "progress": step }
-        })));
+        routes.route(progress("t", step));
     }
     assert!(
         matches!(ready(&mut unread), Some(None)),
