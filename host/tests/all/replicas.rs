@@ -345,12 +345,20 @@ async fn a_stopped_database_refuses_task_calls_at_once_and_reads_go_on() {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let bound = stdio_with(&m, &["--task-token", &task.token], &env, ()).await;
     ok(&bound, SAVE, note("before", "x")).await;
+    // Over HTTP the host remembers a token it has checked; its calls are
+    // still charged in the database, so they fail closed too.
+    let bound_http = connect_with(replica.url(), Some(&task.token), ())
+        .await
+        .unwrap();
+    ok(&bound_http, SAVE, note("before-http", "x")).await;
 
     pg.stop();
     let began = std::time::Instant::now();
-    let error = refused(&bound, SAVE, note("during", "x")).await;
-    assert_eq!(error["code"], "store_unavailable");
-    assert_eq!(error["retryable"], true);
+    for client in [&bound, &bound_http] {
+        let error = refused(client, SAVE, note("during", "x")).await;
+        assert_eq!(error["code"], "store_unavailable");
+        assert_eq!(error["retryable"], true);
+    }
     assert!(
         began.elapsed() < Duration::from_secs(10),
         "refused at once, not after a long wait"
@@ -395,7 +403,7 @@ async fn a_stopped_database_refuses_task_calls_at_once_and_reads_go_on() {
     let keys = pg
         .query("SELECT key FROM plugin_state WHERE key LIKE 'note/%' ORDER BY key")
         .await;
-    assert_eq!(keys, ["note/after", "note/before"]);
+    assert_eq!(keys, ["note/after", "note/before", "note/before-http"]);
 
     // The stdio host said so in its trail: lost, then found again.
     let trail = dir.path().join("stdio").display().to_string();

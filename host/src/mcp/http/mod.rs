@@ -20,7 +20,9 @@
 //! 401 on any request. A revoked or expired one is refused with 401 when a
 //! client opens a session (an `initialize` request); inside a live session,
 //! and on stateless 2026-07-28 requests, which have no connect, it passes
-//! and its calls get `grant_expired`, so the model learns why.
+//! and its calls get `grant_expired`, so the model learns why. The store is
+//! asked about a token once; after that only requests that open a session
+//! ask again (`tokens.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -43,9 +45,11 @@ use crate::bearer::Bearer;
 use crate::dispatch::Toolhost;
 use crate::store::{self, Store, TaskState};
 use sessions::Sessions;
+use tokens::KnownTokens;
 
 mod pipe;
 mod sessions;
+mod tokens;
 
 /// The task a request's bearer token belongs to; put in the request's
 /// extensions by [`bind_task`].
@@ -119,6 +123,7 @@ pub struct HttpServer {
 struct Endpoint {
     limits: BodyLimits,
     store: Arc<dyn Store>,
+    tokens: KnownTokens,
     cap: SessionCap,
     mcp: StreamableHttpService<McpSession, Sessions>,
 }
@@ -194,6 +199,7 @@ impl HttpServer {
         let endpoint = Arc::new(Endpoint {
             limits,
             store,
+            tokens: KnownTokens::default(),
             cap,
             mcp,
         });
@@ -312,7 +318,7 @@ impl Endpoint {
             Ok(request) => request,
             Err(refused) => return refused,
         };
-        let request = match bind_task(&*self.store, request).await {
+        let request = match bind_task(&*self.store, &self.tokens, request).await {
             Ok(request) => request,
             Err(refused) => return refused,
         };
@@ -339,7 +345,7 @@ impl Endpoint {
             Ok(request) => request,
             Err(refused) => return refused,
         };
-        if let Err(refused) = bind_task(&*self.store, request).await {
+        if let Err(refused) = bind_task(&*self.store, &self.tokens, request).await {
             return refused;
         }
         (
@@ -470,8 +476,15 @@ fn opens_session(headers: &HeaderMap, body: &[u8]) -> bool {
             .is_ok_and(|m| m.method.as_deref() == Some("initialize"))
 }
 
-/// Resolves the bearer token, if any, to its task; see the module docs.
-async fn bind_task(store: &dyn Store, mut request: Request) -> Result<Request, Response> {
+/// Resolves the bearer token, if any, to its task; see the module docs. A
+/// token the store vouched for before binds without asking it again, except
+/// on a request that opens a session, whose answer depends on the task's
+/// state (`tokens.rs`).
+async fn bind_task(
+    store: &dyn Store,
+    known: &KnownTokens,
+    mut request: Request,
+) -> Result<Request, Response> {
     let token = match Bearer::of(request.headers()) {
         Bearer::Absent => return Ok(request),
         Bearer::Malformed => {
@@ -481,8 +494,16 @@ async fn bind_task(store: &dyn Store, mut request: Request) -> Result<Request, R
         }
         Bearer::Token(token) => token,
     };
+    let connecting = request.extensions().get::<OpensSession>().is_some();
+    if !connecting && let Some(task) = known.task_of(token) {
+        request.extensions_mut().insert(BoundTask(task));
+        return Ok(request);
+    }
     let task = match store.authenticate(token).await {
-        Ok(Some(task)) => task,
+        Ok(Some(task)) => {
+            known.remember(token, &task.id);
+            task
+        }
         Ok(None) => return Err(unauthorized("unknown task token")),
         Err(e) => {
             tracing::error!("checking a task token: {e}");
@@ -503,7 +524,6 @@ async fn bind_task(store: &dyn Store, mut request: Request) -> Result<Request, R
                 .into_response());
         }
     };
-    let connecting = request.extensions().get::<OpensSession>().is_some();
     match task.state(store::now()) {
         TaskState::Open => {}
         state if connecting => {
