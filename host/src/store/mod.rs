@@ -376,7 +376,9 @@ impl From<rusqlite::Error> for StoreError {
 #[async_trait::async_trait]
 pub trait Store: Send + Sync {
     /// Opens a task and issues its token, which is never stored and cannot
-    /// be shown again.
+    /// be shown again. The token names this task for the task's whole life:
+    /// no backend reissues a token or deletes a task, so a caller may
+    /// remember which task a checked token names (the HTTP endpoint does).
     async fn open_task(&self, task: NewTask) -> Result<(Task, TaskToken), StoreError>;
     /// Records the ad-hoc task of `serve --task ID --grant …`: created, or
     /// re-opened with the new grants if an earlier ad-hoc run left it open

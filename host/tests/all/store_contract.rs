@@ -508,14 +508,25 @@ async fn approvals_are_asked_once_used_once_and_end_with_their_task(store: &dyn 
     );
 }
 
+/// Also: a token names its task for the task's whole life, through
+/// extension and revocation; the HTTP endpoint remembers checked tokens on
+/// that promise (`mcp/http/tokens.rs`).
 async fn tasks_are_extended_and_served_again_as_the_cli_expects(store: &dyn Store) {
-    let (task, _) = store.open_task(new_task(None, None)).await.unwrap();
+    let (task, token) = store.open_task(new_task(None, None)).await.unwrap();
+    let names = |found: Option<toolhost::store::Task>| found.map(|t| t.id);
+    assert_eq!(
+        names(store.authenticate(token.as_str()).await.unwrap()),
+        Some(task.id.clone())
+    );
     let extended = store
         .extend_task(&task.id, Duration::from_secs(7_200), "alice")
         .await
         .unwrap();
     assert!(extended.expires_at > task.expires_at);
     store.revoke_task(&task.id, "alice").await.unwrap();
+    let revoked = store.authenticate(token.as_str()).await.unwrap().unwrap();
+    assert_eq!(revoked.id, task.id);
+    assert!(revoked.revoked_at.is_some());
     assert!(matches!(
         store
             .extend_task(&task.id, Duration::from_secs(60), "alice")

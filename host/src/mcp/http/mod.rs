@@ -21,8 +21,8 @@
 //! client opens a session (an `initialize` request); inside a live session,
 //! and on stateless 2026-07-28 requests, which have no connect, it passes
 //! and its calls get `grant_expired`, so the model learns why. The store is
-//! asked about a token once; after that only requests that open a session
-//! ask again (`tokens.rs`).
+//! asked about a token at its first use and then at most once a minute;
+//! requests that open a session always ask (`tokens.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;

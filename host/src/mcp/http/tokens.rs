@@ -9,6 +9,11 @@
 //! whether the task is still open, and what is left of its budget, are
 //! read by the charge of every call. A request that opens a session always
 //! asks the store, because whether it is refused depends on the task's state.
+//! An entry is trusted for a minute, then the store is asked again: should
+//! an operator replace the database under a running host (restore an older
+//! copy, recreate it), a token whose task is gone is refused with 401 again
+//! within that minute rather than binding calls to a task that no longer
+//! exists (those are refused by the charge meanwhile, never run).
 //!
 //! Entries are keyed by the SHA-256 of the whole token, so the host's memory
 //! holds no usable token, and how long a lookup of a guessed token takes
@@ -17,6 +22,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -24,30 +30,50 @@ use sha2::{Digest, Sha256};
 /// emptied: the next use of each token asks the store once more.
 const MAX_TOKENS: usize = 4_096;
 
-/// The tokens checked so far, each with the id of its task.
-#[derive(Default)]
+/// How long the store's word on a token is taken without asking again.
+const TRUSTED_FOR: Duration = Duration::from_secs(60);
+
+/// The tokens checked so far: for each, its task's id and when the store
+/// vouched for it.
 pub(super) struct KnownTokens {
-    tasks: Mutex<HashMap<[u8; 32], String>>,
+    tasks: Mutex<HashMap<[u8; 32], (String, Instant)>>,
+    trusted_for: Duration,
+}
+
+impl Default for KnownTokens {
+    fn default() -> KnownTokens {
+        KnownTokens::trusting_for(TRUSTED_FOR)
+    }
 }
 
 impl KnownTokens {
-    /// The task `token` names, if the store has vouched for it before.
-    pub(super) fn task_of(&self, token: &str) -> Option<String> {
-        let key = digest(token);
-        self.lock().get(&key).cloned()
+    fn trusting_for(trusted_for: Duration) -> KnownTokens {
+        KnownTokens {
+            tasks: Mutex::default(),
+            trusted_for,
+        }
     }
 
-    /// Remembers that the store vouched for `token` as naming `task`.
+    /// The task `token` names, if the store has vouched for it within the
+    /// last minute.
+    pub(super) fn task_of(&self, token: &str) -> Option<String> {
+        let key = digest(token);
+        let tasks = self.lock();
+        let (task, vouched) = tasks.get(&key)?;
+        (vouched.elapsed() < self.trusted_for).then(|| task.clone())
+    }
+
+    /// Remembers that the store vouched for `token` as naming `task`, now.
     pub(super) fn remember(&self, token: &str, task: &str) {
         let key = digest(token);
         let mut tasks = self.lock();
         if tasks.len() >= MAX_TOKENS && !tasks.contains_key(&key) {
             tasks.clear();
         }
-        tasks.insert(key, task.to_string());
+        tasks.insert(key, (task.to_string(), Instant::now()));
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], String>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (String, Instant)>> {
         // The map is whole after any panic (each change is one call on it).
         self.tasks.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -70,6 +96,17 @@ mod tests {
         // One character off is another token.
         assert_eq!(known.task_of("tht_b"), None);
         assert_eq!(known.task_of("tht_a "), None);
+    }
+
+    #[test]
+    fn the_store_is_asked_again_once_an_entry_is_old() {
+        // Trusted for no time at all: every entry is already too old.
+        let known = KnownTokens::trusting_for(Duration::ZERO);
+        known.remember("tht_a", "task-a");
+        assert_eq!(known.task_of("tht_a"), None);
+        let known = KnownTokens::default();
+        known.remember("tht_a", "task-a");
+        assert_eq!(known.task_of("tht_a").as_deref(), Some("task-a"));
     }
 
     #[test]

@@ -177,7 +177,7 @@ impl Store for PostgresStore {
             return Ok(None);
         };
         let client = self.client().await?;
-        // One round trip: every HTTP request with a token asks this.
+        // One round trip: every HTTP request that opens a session asks this.
         let statement = client
             .prepare_cached(&format!(
                 "SELECT {TASK_COLUMNS}, token_sha256 FROM task WHERE token_id = $1"
