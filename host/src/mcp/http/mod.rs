@@ -477,9 +477,9 @@ fn opens_session(headers: &HeaderMap, body: &[u8]) -> bool {
 }
 
 /// Resolves the bearer token, if any, to its task; see the module docs. A
-/// token the store vouched for before binds without asking it again, except
-/// on a request that opens a session, whose answer depends on the task's
-/// state (`tokens.rs`).
+/// token the store vouched for within the last minute binds without asking
+/// it again, except on a request that opens a session, whose answer depends
+/// on the task's state (`tokens.rs`).
 async fn bind_task(
     store: &dyn Store,
     known: &KnownTokens,
