@@ -31,6 +31,7 @@ use std::time::Duration;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -334,7 +335,12 @@ impl Endpoint {
         if request.method() == Method::DELETE {
             return self.end_session(request).await;
         }
-        self.mcp.handle(request).await.into_response()
+        let post = request.method() == Method::POST;
+        let response = self.mcp.handle(request).await.into_response();
+        if post && is_event_stream(&response) {
+            return hold_first_events(response).await;
+        }
+        response
     }
 
     /// Answers a request to any other path: 404, after the same body and
@@ -474,6 +480,74 @@ fn opens_session(headers: &HeaderMap, body: &[u8]) -> bool {
     !has_session
         && serde_json::from_slice::<Envelope<'_>>(body)
             .is_ok_and(|m| m.method.as_deref() == Some("initialize"))
+}
+
+/// How long a request's event stream may hold its priming event back,
+/// waiting for the next one.
+const PRIMING_HOLD: Duration = Duration::from_millis(2);
+
+fn is_event_stream(response: &Response) -> bool {
+    response.status() == StatusCode::OK
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// A request's event stream starts with a priming event, which rmcp's
+/// response carries before the call has run; hyper writes the headers
+/// and that event at once, and the answer later, so every call cost the
+/// client two reads and the host two socket writes. Here the response
+/// waits until its stream has a second event, or has ended, or
+/// [`PRIMING_HOLD`] has passed: a quick call's whole answer then leaves
+/// in one write, as one body of known length, while a slow call's client
+/// still gets its priming event (to resume by) within the hold.
+async fn hold_first_events(response: Response) -> Response {
+    use futures::FutureExt;
+    let (parts, mut body) = response.into_parts();
+    let mut held: Vec<bytes::Bytes> = Vec::new();
+    let deadline = tokio::time::sleep(PRIMING_HOLD);
+    tokio::pin!(deadline);
+    let mut waited = tokio::select! {
+        biased;
+        frame = body.frame() => Some(frame),
+        () = &mut deadline => None,
+    };
+    loop {
+        match waited {
+            // Held long enough: stream the rest as it comes.
+            None => break,
+            Some(None) => {
+                let whole: Vec<u8> = held.concat();
+                return Response::from_parts(parts, axum::body::Body::from(whole));
+            }
+            Some(Some(Err(e))) => {
+                let held = held.into_iter().map(Ok::<_, axum::Error>);
+                let rest = futures::stream::once(async { Err(e) }).chain(body.into_data_stream());
+                let stream = futures::stream::iter(held).chain(rest);
+                return Response::from_parts(parts, axum::body::Body::from_stream(stream));
+            }
+            Some(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    held.push(data);
+                }
+            }
+        }
+        // Whatever is ready now goes with what is held; after the second
+        // event, the rest is not waited for.
+        waited = match body.frame().now_or_never() {
+            Some(frame) => Some(frame),
+            None if held.len() >= 2 => None,
+            None => tokio::select! {
+                biased;
+                frame = body.frame() => Some(frame),
+                () = &mut deadline => None,
+            },
+        };
+    }
+    let held = held.into_iter().map(Ok::<_, axum::Error>);
+    let stream = futures::stream::iter(held).chain(body.into_data_stream());
+    Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
 /// Resolves the bearer token, if any, to its task; see the module docs. A
