@@ -508,46 +508,28 @@ async fn hold_first_events(response: Response) -> Response {
     let mut held: Vec<bytes::Bytes> = Vec::new();
     let deadline = tokio::time::sleep(PRIMING_HOLD);
     tokio::pin!(deadline);
-    let mut waited = tokio::select! {
-        biased;
-        frame = body.frame() => Some(frame),
-        () = &mut deadline => None,
-    };
-    loop {
-        match waited {
-            // Held long enough: stream the rest as it comes.
-            None => break,
-            Some(None) => {
-                let whole: Vec<u8> = held.concat();
-                return Response::from_parts(parts, axum::body::Body::from(whole));
-            }
-            Some(Some(Err(e))) => {
-                let held = held.into_iter().map(Ok::<_, axum::Error>);
-                let rest = futures::stream::once(async { Err(e) }).chain(body.into_data_stream());
-                let stream = futures::stream::iter(held).chain(rest);
-                return Response::from_parts(parts, axum::body::Body::from_stream(stream));
-            }
-            Some(Some(Ok(frame))) => {
-                if let Ok(data) = frame.into_data() {
-                    held.push(data);
-                }
-            }
-        }
-        // Whatever is ready now goes with what is held; after the second
-        // event, the rest is not waited for.
-        waited = match body.frame().now_or_never() {
-            Some(frame) => Some(frame),
-            None if held.len() >= 2 => None,
+    // Whatever is ready goes with what is held; after the second event,
+    // or once the hold is over, the rest streams as it comes.
+    let failed = loop {
+        let frame = match body.frame().now_or_never() {
+            Some(frame) => frame,
+            None if held.len() >= 2 => break None,
             None => tokio::select! {
                 biased;
-                frame = body.frame() => Some(frame),
-                () = &mut deadline => None,
+                frame = body.frame() => frame,
+                () = &mut deadline => break None,
             },
         };
-    }
-    let held = held.into_iter().map(Ok::<_, axum::Error>);
-    let stream = futures::stream::iter(held).chain(body.into_data_stream());
-    Response::from_parts(parts, axum::body::Body::from_stream(stream))
+        match frame {
+            None => return Response::from_parts(parts, axum::body::Body::from(held.concat())),
+            Some(Err(e)) => break Some(e),
+            Some(Ok(frame)) => held.extend(frame.into_data().ok()),
+        }
+    };
+    let held = futures::stream::iter(held.into_iter().map(Ok));
+    let failed = futures::stream::iter(failed.map(Err));
+    let rest = held.chain(failed).chain(body.into_data_stream());
+    Response::from_parts(parts, axum::body::Body::from_stream(rest))
 }
 
 /// Resolves the bearer token, if any, to its task; see the module docs. A
