@@ -32,7 +32,8 @@ pub enum Denial {
     TooManyPending(usize),
     /// The store could not be read or written, so nothing can be counted.
     StoreUnavailable(String),
-    /// Every connection to the store stayed busy for its wait time.
+    /// The store stayed busy for its wait time: no free pooled connection,
+    /// or another process's write lock on the SQLite database.
     StoreBusy(String),
 }
 

@@ -317,8 +317,10 @@ pub enum StoreError {
     /// decides). Retryable.
     #[error("the database cannot be reached: {0}")]
     Unavailable(String),
-    /// Every pooled connection stayed in use for the pool's wait time.
-    #[error("every database connection stayed busy for {} ms", .0.as_millis())]
+    /// Every pooled connection stayed in use for the pool's wait time
+    /// (PostgreSQL), or another process held the database's write lock for
+    /// as long as an operation waits for it (SQLite). Retryable.
+    #[error("the database stayed busy for {} ms", .0.as_millis())]
     Busy(Duration),
     #[error(
         "the database's schema is version {found}, newer than this host's {known}; use a newer toolhost"
@@ -368,6 +370,11 @@ pub enum StoreError {
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> StoreError {
+        // SQLite answers BUSY once the wait for another process's write
+        // lock is over.
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) {
+            return StoreError::Busy(sqlite::BUSY_WAIT);
+        }
         StoreError::Database(e.to_string())
     }
 }

@@ -239,7 +239,7 @@ async fn killing_the_host_mid_burst_loses_no_acknowledged_write_and_leaves_a_sou
 
         let store = toolhost::store::SqliteStore::open(&m.path.parent().unwrap().join(".toolhost"))
             .expect("the database opens after a kill -9");
-        assert_eq!(store.integrity_check().unwrap(), "ok");
+        assert_eq!(store.integrity_check().await.unwrap(), "ok");
         use toolhost::store::Store;
         for slug in &acknowledged {
             assert!(

@@ -21,7 +21,7 @@ async fn the_sqlite_store_keeps_its_promises() {
     approvals_are_asked_once_used_once_and_end_with_their_task(&store).await;
     tasks_are_extended_and_served_again_as_the_cli_expects(&store).await;
     operators_and_their_sign_ins(&store).await;
-    assert_eq!(store.integrity_check().unwrap(), "ok");
+    assert_eq!(store.integrity_check().await.unwrap(), "ok");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

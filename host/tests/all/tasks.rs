@@ -267,6 +267,49 @@ async fn the_write_rate_caps_writes_but_not_reads() {
     client.cancel().await.unwrap();
 }
 
+/// While another process holds SQLite's write lock (an operator's command,
+/// a backup), task-bound calls wait for it and then run, charged once each;
+/// calls without a task go on being answered meanwhile, even with one
+/// runtime thread, which a call waiting inside SQLite would have held.
+#[tokio::test]
+async fn a_locked_database_holds_up_task_calls_but_not_reads() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let task = open_task(&m, &["helpdesk_ticket_close"], &[]);
+    let host = http(&m, &["--workers", "1"]);
+    let bound = std::sync::Arc::new(
+        connect_with(&host.url, Some(&task.token), ())
+            .await
+            .unwrap(),
+    );
+    let anonymous = connect_with(&host.url, None, ()).await.unwrap();
+    let read = || json!({ "key": "T-1048" });
+    ok(&bound, "helpdesk_ticket_get", read()).await;
+
+    let database = m.path.parent().unwrap().join(".toolhost/toolhost.db");
+    let other_process = rusqlite::Connection::open(database).unwrap();
+    other_process.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let waiting: Vec<_> = (0..3)
+        .map(|_| {
+            let bound = bound.clone();
+            tokio::spawn(async move { call(&bound, "helpdesk_ticket_get", read()).await })
+        })
+        .collect();
+    // Long enough for the task-bound calls to reach the store.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ok(&anonymous, "helpdesk_ticket_get", read()).await;
+    assert!(
+        waiting.iter().all(|call| !call.is_finished()),
+        "task-bound calls wait while the database is locked"
+    );
+
+    other_process.execute_batch("COMMIT").unwrap();
+    for call in waiting {
+        let result = call.await.unwrap();
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+    }
+    assert_eq!(show_task(&m, &task.id)["calls_used"], 4);
+}
+
 #[tokio::test]
 async fn the_store_keeps_only_a_hash_of_each_token() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
