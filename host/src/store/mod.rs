@@ -320,7 +320,10 @@ pub enum StoreError {
     /// Every pooled connection stayed in use for the pool's wait time
     /// (PostgreSQL), or another process held the database's write lock for
     /// as long as an operation waits for it (SQLite). Retryable.
-    #[error("the database stayed busy for {} ms", .0.as_millis())]
+    #[error(
+        "the database stayed busy for {} ms (every pooled connection in use, or another process holding the write lock)",
+        .0.as_millis()
+    )]
     Busy(Duration),
     #[error(
         "the database's schema is version {found}, newer than this host's {known}; use a newer toolhost"

@@ -268,9 +268,10 @@ async fn the_write_rate_caps_writes_but_not_reads() {
 }
 
 /// While another process holds SQLite's write lock (an operator's command,
-/// a backup), task-bound calls wait for it and then run, charged once each;
-/// calls without a task go on being answered meanwhile, even with one
-/// runtime thread, which a call waiting inside SQLite would have held.
+/// a `sqlite3` shell), task-bound calls wait for it and then run, charged
+/// once each; calls without a task go on being answered meanwhile, even
+/// with one runtime thread, which a call waiting inside SQLite would have
+/// held. A lock held for longer than the wait gets `busy`.
 #[tokio::test]
 async fn a_locked_database_holds_up_task_calls_but_not_reads() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
@@ -307,6 +308,14 @@ async fn a_locked_database_holds_up_task_calls_but_not_reads() {
         let result = call.await.unwrap();
         assert_ne!(result.is_error, Some(true), "{result:?}");
     }
+    assert_eq!(show_task(&m, &task.id)["calls_used"], 4);
+
+    // A lock held past the wait: the call is refused, retryable, and not
+    // charged.
+    other_process.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let error = refused(&bound, "helpdesk_ticket_get", read()).await;
+    other_process.execute_batch("COMMIT").unwrap();
+    assert_eq!(error["code"], "busy", "{error}");
     assert_eq!(show_task(&m, &task.id)["calls_used"], 4);
 }
 

@@ -9,12 +9,14 @@
 //! SQLite's locks order their writes, and an operation that finds another
 //! process's write lock waits for it, for at most [`BUSY_WAIT`].
 //!
-//! Once open, no operation waits on a runtime thread: each waits for the
-//! connection, and for another process's lock, asleep on the runtime, so
-//! the thread serves other calls meanwhile. SQLite's own busy wait would
-//! sleep inside the statement, holding the thread, and an operation queued
-//! behind it on the connection would hold the other: every call, reads
-//! included, would stop for as long as the other process kept its lock.
+//! Once open, no operation waits on a runtime thread for another process:
+//! the connection is held for one try at a time, and a try that finds
+//! another process's write lock gives up, so the wait for that lock is
+//! spent asleep on the runtime while the thread serves other calls.
+//! SQLite's own busy wait would sleep inside the statement, holding the
+//! thread, and an operation queued behind it on the connection would hold
+//! the other: every call, reads included, would stop for as long as the
+//! other process kept its lock.
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -132,7 +134,8 @@ impl SqliteStore {
 }
 
 /// How long an operation waits for another process's write lock (a
-/// `toolhost task …` command, a backup) before it fails.
+/// `toolhost task …` command, a `sqlite3` shell in a transaction) before
+/// it fails.
 pub(super) const BUSY_WAIT: Duration = Duration::from_secs(5);
 /// The pauses between tries double from the first to the last.
 const FIRST_PAUSE: Duration = Duration::from_millis(1);
@@ -226,7 +229,10 @@ impl Store for SqliteStore {
         let at = now();
         let task = self
             .with_conn(|conn| -> Result<_, StoreError> {
-                conn.execute(
+                // One transaction, so that a try that fails after the
+                // insert leaves nothing for the next try to collide with.
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                tx.execute(
             "INSERT INTO task (id, purpose, opened_by, opened_at, expires_at, grants, pre_approved,
                                max_calls, writes_per_hour, token_id, token_sha256,
                                operator_approval, approve_in_client)
@@ -247,7 +253,9 @@ impl Store for SqliteStore {
                 new.approve_in_client,
             ],
         )?;
-                load_task(conn, &id)?.ok_or_else(|| StoreError::NoTask(id.clone()))
+                let task = load_task(&tx, &id)?.ok_or_else(|| StoreError::NoTask(id.clone()))?;
+                tx.commit()?;
+                Ok(task)
             })
             .await?;
         Ok((task, token))
