@@ -10,9 +10,9 @@
 //!
 //! The trait is async because a PostgreSQL round trip must not hold a worker
 //! thread. The SQLite backend does its work inline: its statements are
-//! indexed and local, far cheaper than a hop to the blocking pool. The
-//! exception is a writer in another process holding the database lock,
-//! which makes a call wait (up to the busy timeout).
+//! indexed and local, far cheaper than a hop to the blocking pool. A writer
+//! in another process holding the database's lock makes an operation wait
+//! for it asleep on the runtime, not on the thread (see [`sqlite`]).
 
 pub mod accounts;
 pub mod postgres;
