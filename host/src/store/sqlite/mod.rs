@@ -65,14 +65,18 @@ impl SqliteStore {
         create_private_dir(state_dir).map_err(|e| fail(e.to_string()))?;
         let mut conn = Connection::open(&path).map_err(|e| fail(e.to_string()))?;
         restrict_file(&path).map_err(|e| fail(e.to_string()))?;
+        // Opening, before anything is served, may wait on its thread.
         let setup = |conn: &mut Connection| -> rusqlite::Result<()> {
-            conn.busy_handler(Some(on_busy))?;
+            conn.busy_timeout(BUSY_WAIT)?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             conn.pragma_update(None, "foreign_keys", "ON")
         };
         setup(&mut conn).map_err(|e| fail(e.to_string()))?;
         migrate(&mut conn).map_err(fail)?;
+        // From here on, every operation waits in `with_conn` instead.
+        conn.busy_handler(Some(give_up_on_busy))
+            .map_err(|e| fail(e.to_string()))?;
         Ok(SqliteStore {
             path,
             conn: Mutex::new(conn),
@@ -104,9 +108,9 @@ impl SqliteStore {
     }
 
     /// Runs `op` on the connection. If another process holds the write
-    /// lock, SQLite gives up at once ([`on_busy`]) and `op` is run again
-    /// after a pause spent asleep on the runtime, until [`BUSY_WAIT`] has
-    /// passed; then its error stands. So `op` must be safe to run again
+    /// lock, SQLite gives up at once ([`give_up_on_busy`]) and `op` is run
+    /// again after a pause spent asleep on the runtime, until [`BUSY_WAIT`]
+    /// has passed; then its error stands. So `op` must be safe to run again
     /// after failing: reads, one transaction (which the failure rolled
     /// back), or writes that change nothing when repeated.
     async fn with_conn<T, E>(
@@ -116,14 +120,10 @@ impl SqliteStore {
         let started = Instant::now();
         let mut pause = FIRST_PAUSE;
         loop {
-            let (outcome, contended) = {
-                let mut conn = self.conn();
-                let _giving_up = GiveUpOnBusy::start();
-                let outcome = op(&mut conn);
-                (outcome, MET_BUSY.get())
-            };
+            MET_BUSY.set(false);
+            let outcome = op(&mut self.conn());
             match outcome {
-                Err(_) if contended && started.elapsed() < BUSY_WAIT => {
+                Err(_) if MET_BUSY.get() && started.elapsed() < BUSY_WAIT => {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(LAST_PAUSE);
                 }
@@ -142,53 +142,19 @@ const FIRST_PAUSE: Duration = Duration::from_millis(1);
 const LAST_PAUSE: Duration = Duration::from_millis(50);
 
 thread_local! {
-    /// Set while [`SqliteStore::with_conn`] runs an operation on this
-    /// thread. SQLite's busy handler is a plain function, so this is how it
-    /// learns which way to wait; the operation runs to its end without an
-    /// `await`, so no other task runs on the thread meanwhile.
-    static GIVE_UP_ON_BUSY: Cell<bool> = const { Cell::new(false) };
-    /// Whether that operation found the database locked.
+    /// Whether the operation [`SqliteStore::with_conn`] is running on this
+    /// thread found the database locked. SQLite's busy handler is a plain
+    /// function, so this is how it tells; the operation runs to its end
+    /// without an `await`, so no other task runs on the thread meanwhile.
     static MET_BUSY: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Marks the thread as running an operation of `with_conn` until dropped.
-struct GiveUpOnBusy;
-
-impl GiveUpOnBusy {
-    fn start() -> GiveUpOnBusy {
-        GIVE_UP_ON_BUSY.set(true);
-        MET_BUSY.set(false);
-        GiveUpOnBusy
-    }
-}
-
-impl Drop for GiveUpOnBusy {
-    fn drop(&mut self) {
-        GIVE_UP_ON_BUSY.set(false);
-    }
-}
-
-/// SQLite's busy handler: `attempt` counts the tries so far; `true` asks
-/// SQLite to try again. Inside [`SqliteStore::with_conn`] it gives up at
-/// once. Opening the database (its set-up and migrations, before anything
-/// is served) waits here on its thread instead, as SQLite's `busy_timeout`
-/// would, with the same pauses and limit.
-fn on_busy(attempt: i32) -> bool {
-    if GIVE_UP_ON_BUSY.get() {
-        MET_BUSY.set(true);
-        return false;
-    }
-    let mut waited = Duration::ZERO;
-    let mut pause = FIRST_PAUSE;
-    for _ in 0..attempt {
-        waited += pause;
-        pause = (pause * 2).min(LAST_PAUSE);
-    }
-    if waited >= BUSY_WAIT {
-        return false;
-    }
-    std::thread::sleep(pause);
-    true
+/// SQLite's busy handler once the database is open: notes the lock and
+/// gives up at once, so that [`SqliteStore::with_conn`] waits for it
+/// asleep on the runtime instead of on the thread.
+fn give_up_on_busy(_attempt: i32) -> bool {
+    MET_BUSY.set(true);
+    false
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
