@@ -17,8 +17,8 @@ use crate::manifest::{
 };
 use crate::queue::CallQueue;
 use crate::sandbox::{
-    Described, DescribedTool, FileStamp, Interfaces, Origin, PluginShared, PreparedPlugin, Sandbox,
-    ToolSpec,
+    ComponentCache, Described, DescribedTool, FileStamp, Interfaces, Origin, PluginShared,
+    PreparedPlugin, Sandbox, ToolSpec,
 };
 use crate::store::Store;
 
@@ -159,7 +159,11 @@ async fn load_with(
     }
 
     let files = match network {
-        Some(_) => granted_directories(manifest, &clashes),
+        Some(_) => granted_directories(
+            manifest,
+            &clashes,
+            sandbox.cache().map(ComponentCache::path),
+        ),
         None => manifest.plugins.iter().map(|_| Ok(Vec::new())).collect(),
     };
 
@@ -222,17 +226,20 @@ async fn load_with(
 /// Each plugin's `files`, with host paths made canonical, or why they
 /// cannot be granted. A directory may not hold, or lie in, the host's own
 /// state (the store, the audit trail and the compiled-code cache, which the
-/// host loads as native code), nor hold the secrets file or the manifest.
+/// host loads as native code, wherever `TOOLHOST_CACHE_DIR` puts it), nor
+/// hold the secrets file or the manifest.
 /// Two grants may not nest where either is writable: a plugin that can
 /// write a parent could swap the child for a symlink before the child is
 /// opened again for the next instance.
 fn granted_directories(
     manifest: &Manifest,
     clashes: &[Option<(ToolName, String)>],
+    cache: Option<&Path>,
 ) -> Vec<Result<Vec<FileGrant>, String>> {
     let canonical =
         |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let state_dir = canonical(&manifest.state_dir);
+    let cache = cache.map(canonical);
     let mut protected = vec![canonical(&manifest.path)];
     protected.extend(manifest.secrets_file.as_deref().map(canonical));
     let mut granted: Vec<(&PluginName, FileGrant)> = Vec::new();
@@ -263,6 +270,12 @@ fn granted_directories(
                 return Err(format!(
                     "files: {shown} overlaps the host's state_dir {}; grant a directory outside it",
                     state_dir.display()
+                ));
+            }
+            if let Some(cache) = cache.as_ref().filter(|c| host.starts_with(c) || c.starts_with(&host)) {
+                return Err(format!(
+                    "files: {shown} overlaps the compiled-component cache {} (TOOLHOST_CACHE_DIR), whose native code the host runs; grant a directory outside it",
+                    cache.display()
                 ));
             }
             if let Some(file) = protected.iter().find(|f| f.starts_with(&host)) {
@@ -411,7 +424,7 @@ async fn vet(
     };
     let tools = match_declaration(decl, specs, accepted_before)?;
     // A description is kept only once its tools passed this check (see
-    // `ComponentCache::described_path`), in a folder only the host's user
+    // `ComponentCache::described_name`), in a folder only the host's user
     // writes, under this build of the host: scanning it again finds nothing.
     if !accepted_before {
         refuse_hidden_text(&tools)?;

@@ -2,17 +2,28 @@
 //! restarts in `state_dir/cache/components` (mode 0700).
 //!
 //! Loading precompiled code is unsafe in wasmtime: the bytes are trusted to
-//! be what wasmtime itself produced. So the cache only loads an entry whose
-//! bytes match the SHA-256 the host recorded when it wrote them, in a folder
-//! only the host's user can write; anything else is compiled afresh and the
-//! entry rewritten. Entries are keyed by the component's digest and the
-//! engine's configuration, so a changed component or engine never hits.
+//! be what wasmtime itself produced. What makes that safe is the folder: it
+//! must belong to the host's user and be writable by no one else (it is
+//! refused otherwise, never repaired), it is opened once and every entry is
+//! opened relative to that handle (so renaming or replacing the path later
+//! changes nothing), every entry must itself be a file of the host's user
+//! that no one else may write, and no plugin may be granted a directory
+//! that overlaps it (`catalog::load`). Only the host's user (or root) can
+//! then change an entry, and that user can change the host's binary too.
+//! The SHA-256 seal written beside each entry catches what that trust does
+//! not cover: a torn or damaged file. An entry that fails any check is
+//! compiled afresh and rewritten. Entries are keyed by the component's
+//! digest and the engine's configuration, so a changed component or engine
+//! never hits.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -30,7 +41,7 @@ pub enum CacheError {
         source: std::io::Error,
     },
     #[error(
-        "the component cache {0} is writable by other users; fix its mode (chmod 700) or remove it"
+        "the component cache {0} is writable by its group or other users, so its native code cannot be trusted; remove it (or chmod 700 it if you are sure nobody else wrote there)"
     )]
     Unsafe(PathBuf),
     #[error(
@@ -42,7 +53,13 @@ pub enum CacheError {
 /// A folder of compiled components, written and read by this host only.
 #[derive(Debug, Clone)]
 pub struct ComponentCache {
-    dir: PathBuf,
+    /// The folder as opened and checked: entries are opened relative to it.
+    dir: Arc<Dir>,
+    /// Where that folder really is (symbolic links resolved), for messages
+    /// and for keeping plugins' `files` grants out of it.
+    path: PathBuf,
+    /// The host's effective user, who alone may own and write entries.
+    owner: u32,
 }
 
 /// Where a component came from, for the start-up log.
@@ -111,28 +128,48 @@ impl ComponentCache {
     }
 
     /// Opens (creating if needed) the cache in `dir` itself. It must be
-    /// owned by the host's user, who alone may write there: native code is
-    /// loaded from it, and its seals sit beside it.
+    /// owned by the host's user and writable by no one else: native code is
+    /// loaded from it. A folder that is not is refused, not repaired (what
+    /// it holds may have been written while it was open to others).
     pub fn open_at(dir: &Path) -> Result<ComponentCache, CacheError> {
-        use std::os::unix::fs::MetadataExt;
-        let dir = dir.to_path_buf();
         let create = |source| CacheError::Create {
-            path: dir.clone(),
+            path: dir.to_path_buf(),
             source,
         };
-        fs::create_dir_all(&dir).map_err(create)?;
-        // `/proc/self` belongs to the process's effective user. Root could
-        // chmod another user's folder; it must not load code from one.
-        let me = fs::metadata("/proc/self").map_err(create)?.uid();
-        if fs::metadata(&dir).map_err(create)?.uid() != me {
-            return Err(CacheError::NotOwned(dir));
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(create)?;
         }
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(create)?;
-        let mode = fs::metadata(&dir).map_err(create)?.permissions().mode();
-        if mode & 0o022 != 0 {
-            return Err(CacheError::Unsafe(dir));
+        // `/proc/self` belongs to the process's effective user. Root may
+        // write anywhere, but must not load code from another user's folder.
+        let owner =
+            std::os::unix::fs::MetadataExt::uid(&fs::metadata("/proc/self").map_err(create)?);
+        let opened = Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(create)?;
+        // The checks are made on the folder as opened, which is the one
+        // every entry is then read from, whatever its path points to later.
+        let meta = opened.dir_metadata().map_err(create)?;
+        let path = fs::read_link(format!("/proc/self/fd/{}", opened.as_raw_fd()))
+            .unwrap_or_else(|_| dir.to_path_buf());
+        if meta.uid() != owner {
+            return Err(CacheError::NotOwned(path));
         }
-        Ok(ComponentCache { dir })
+        if meta.mode() & 0o022 != 0 {
+            return Err(CacheError::Unsafe(path));
+        }
+        Ok(ComponentCache {
+            dir: Arc::new(opened),
+            path,
+            owner,
+        })
+    }
+
+    /// Where the cache is, symbolic links resolved.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The component for `bytes` (whose digest is `digest`): from the cache
@@ -145,16 +182,14 @@ impl ComponentCache {
         digest: &Sha256Digest,
     ) -> wasmtime::Result<(Component, Origin)> {
         let key = entry_key(key, digest);
-        let code_path = self.dir.join(format!("{key}.cwasm"));
-        let seal_path = self.dir.join(format!("{key}.sha256"));
-        if let Some(component) = self.load(engine, &code_path, &seal_path) {
+        if let Some(component) = self.load(engine, &key) {
             return Ok((component, Origin::Cache));
         }
         let code = engine.precompile_component(bytes)?;
-        if let Err(e) = write_entry(&code_path, &seal_path, &code) {
+        if let Err(e) = self.write_entry(&key, &code) {
             tracing::warn!(
                 "cannot store a compiled component in {}: {e}",
-                self.dir.display()
+                self.path.display()
             );
         }
         // SAFETY: `code` was produced just now by this engine's
@@ -172,17 +207,14 @@ impl ComponentCache {
         key: &EngineKey,
         digest: &Sha256Digest,
     ) -> Option<Component> {
-        let key = entry_key(key, digest);
-        let code_path = self.dir.join(format!("{key}.cwasm"));
-        let seal_path = self.dir.join(format!("{key}.sha256"));
-        self.load(engine, &code_path, &seal_path)
+        self.load(engine, &entry_key(key, digest))
     }
 
     /// Whether an entry for `digest` is there (it is verified when loaded).
     pub fn holds(&self, key: &EngineKey, digest: &Sha256Digest) -> bool {
         let key = entry_key(key, digest);
-        self.dir.join(format!("{key}.cwasm")).is_file()
-            && self.dir.join(format!("{key}.sha256")).is_file()
+        let is_file = |name: String| self.dir.metadata(name).is_ok_and(|m| m.is_file());
+        is_file(format!("{key}.cwasm")) && is_file(format!("{key}.sha256"))
     }
 
     /// What the component `digest` offered in `context`, if kept.
@@ -192,8 +224,7 @@ impl ComponentCache {
         digest: &Sha256Digest,
         context: &str,
     ) -> Option<Described> {
-        let path = self.described_path(key, digest, context);
-        let text = fs::read(path).ok()?;
+        let text = self.read_entry(&self.described_name(key, digest, context))?;
         serde_json::from_slice(&text).ok()
     }
 
@@ -205,12 +236,12 @@ impl ComponentCache {
         context: &str,
         described: &Described,
     ) {
-        let path = self.described_path(key, digest, context);
+        let name = self.described_name(key, digest, context);
         let json = serde_json::to_vec(described).expect("a description serialises");
-        if let Err(e) = write_private(&path, &json) {
+        if let Err(e) = self.write_private(&name, &json) {
             tracing::warn!(
                 "cannot keep what a component described in {}: {e}",
-                self.dir.display()
+                self.path.display()
             );
         }
     }
@@ -219,28 +250,31 @@ impl ComponentCache {
     /// (the lint's reports, `kind` "lint"), if this build of the host kept
     /// it.
     pub fn kept(&self, kind: &str, key: &str) -> Option<Vec<u8>> {
-        fs::read(self.record_path(kind, key)).ok()
+        self.read_entry(&self.record_name(kind, key))
     }
 
     /// Keeps a record for [`ComponentCache::kept`]; a failure is logged,
     /// since it only makes a later start slower.
     pub fn keep(&self, kind: &str, key: &str, bytes: &[u8]) {
-        if let Err(e) = write_private(&self.record_path(kind, key), bytes) {
-            tracing::warn!("cannot keep a {kind} record in {}: {e}", self.dir.display());
+        if let Err(e) = self.write_private(&self.record_name(kind, key), bytes) {
+            tracing::warn!(
+                "cannot keep a {kind} record in {}: {e}",
+                self.path.display()
+            );
         }
     }
 
-    fn record_path(&self, kind: &str, key: &str) -> PathBuf {
+    fn record_name(&self, kind: &str, key: &str) -> String {
         let mut hasher = ShaHasher(Sha256::new());
         (build(), kind, key).hash(&mut hasher);
         let name = hex::encode(hasher.0.finalize());
-        self.dir.join(format!("{name}.{kind}.json"))
+        format!("{name}.{kind}.json")
     }
 
     /// Keyed by the code's entry and `context`: everything of the plugin's
     /// declaration that could change what `describe()` returns or whether
     /// it runs (the caller's to assemble: name, file, config, limits, files).
-    fn described_path(&self, key: &EngineKey, digest: &Sha256Digest, context: &str) -> PathBuf {
+    fn described_name(&self, key: &EngineKey, digest: &Sha256Digest, context: &str) -> String {
         let mut hasher = ShaHasher(Sha256::new());
         entry_key(key, digest).hash(&mut hasher);
         context.hash(&mut hasher);
@@ -249,46 +283,104 @@ impl ComponentCache {
         // passed; v1 records were kept before those checks. The build, so
         // that a host whose checks changed makes them again.
         ("described-v2", build()).hash(&mut hasher);
-        self.dir.join(format!(
-            "{}.described.json",
-            hex::encode(hasher.0.finalize())
-        ))
+        format!("{}.described.json", hex::encode(hasher.0.finalize()))
     }
 
-    fn load(&self, engine: &Engine, code_path: &Path, seal_path: &Path) -> Option<Component> {
-        let seal = fs::read_to_string(seal_path).ok()?;
-        let mut file = fs::File::open(code_path).ok()?;
+    /// Opens the entry `name` for reading if it is a file of the host's
+    /// user that no one else may write; `None` if it is missing or is not
+    /// (which is logged: someone else wrote in the folder).
+    fn open_entry(&self, name: &str) -> Option<fs::File> {
+        let file = self.dir.open(name).ok()?.into_std();
+        let meta = file.metadata().ok()?;
+        use std::os::unix::fs::MetadataExt as _;
+        if !meta.is_file() || meta.uid() != self.owner || meta.mode() & 0o022 != 0 {
+            tracing::warn!(
+                "{} in the component cache is not a file only the host's user may write; ignoring it",
+                self.path.join(name).display()
+            );
+            return None;
+        }
+        Some(file)
+    }
+
+    fn read_entry(&self, name: &str) -> Option<Vec<u8>> {
+        let mut bytes = Vec::new();
+        self.open_entry(name)?.read_to_end(&mut bytes).ok()?;
+        Some(bytes)
+    }
+
+    fn load(&self, engine: &Engine, key: &str) -> Option<Component> {
+        let seal = String::from_utf8(self.read_entry(&format!("{key}.sha256"))?).ok()?;
+        let code_name = format!("{key}.cwasm");
+        let mut file = self.open_entry(&code_name)?;
         let mut hasher = Sha256::new();
         std::io::copy(&mut file, &mut hasher).ok()?;
+        let shown = self.path.join(&code_name);
         if hex::encode(hasher.finalize()) != seal.trim() {
             tracing::warn!(
                 "compiled component {} does not match its recorded digest; recompiling",
-                code_path.display()
+                shown.display()
             );
             return None;
         }
         // The file is mapped, not copied: only the code a call runs becomes
         // resident (an interpreter's tens of MB mostly stay on disk), and
-        // hosts of one machine share its pages. Between the check and the
-        // mapping only the host's own user could change it: the folder is
-        // its own and 0700 (`open_at`), and entries are replaced by rename,
-        // which leaves a mapping on the file it checked.
+        // hosts of one machine share its pages. It is mapped through the
+        // handle it was hashed through (`/proc/self/fd` opens that very
+        // file again, whatever has been renamed since), and only the host's
+        // own user may write it (`open_entry`); entries are replaced by
+        // rename, never rewritten in place.
+        let same_file = format!("/proc/self/fd/{}", file.as_raw_fd());
         // SAFETY: the file's bytes are those this host wrote after
         // `precompile_component` (their digest matches the seal it wrote
-        // beside them, in a folder only its user can write), and wasmtime
-        // itself rejects code from another version or configuration.
+        // beside them, in a folder and a file only its user can write), and
+        // wasmtime itself rejects code from another version or
+        // configuration.
         #[allow(unsafe_code)]
-        let loaded = unsafe { Component::deserialize_file(engine, code_path) };
+        let loaded = unsafe { Component::deserialize_file(engine, &same_file) };
+        drop(file);
         match loaded {
             Ok(component) => Some(component),
             Err(e) => {
                 tracing::warn!(
-                    "compiled component {} is unusable ({e}); recompiling",
-                    code_path.display()
+                    "compiled component {} is unusable ({e:#}); recompiling",
+                    shown.display()
                 );
                 None
             }
         }
+    }
+
+    /// Writes code and seal through temporary files and renames, so a crash
+    /// never leaves a half-written entry under the real name.
+    fn write_entry(&self, key: &str, code: &[u8]) -> std::io::Result<()> {
+        self.write_private(&format!("{key}.cwasm"), code)?;
+        let seal = hex::encode(Sha256::digest(code));
+        self.write_private(&format!("{key}.sha256"), seal.as_bytes())
+    }
+
+    fn write_private(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        // A fresh name, created exclusively: two writers (two hosts, even in
+        // different PID namespaces, or two threads of one) never write or
+        // rename each other's file.
+        let tmp = format!("{name}.tmp-{}", uuid::Uuid::new_v4().simple());
+        let written = self
+            .dir
+            .open_with(
+                &tmp,
+                OpenOptions::new().write(true).create_new(true).mode(0o600),
+            )
+            .and_then(|file| {
+                let mut file = file.into_std();
+                file.write_all(bytes)?;
+                file.sync_all()
+            })
+            .and_then(|()| self.dir.rename(&tmp, &self.dir, name));
+        if written.is_err() {
+            // A full disk must not also leave the half-written file behind.
+            let _ = self.dir.remove_file(&tmp);
+        }
+        written
     }
 }
 
@@ -350,28 +442,4 @@ impl Hasher for ShaHasher {
     fn write(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }
-}
-
-/// Writes code and seal through temporary files and renames, so a crash
-/// never leaves a half-written entry under the real name.
-fn write_entry(code_path: &Path, seal_path: &Path, code: &[u8]) -> std::io::Result<()> {
-    write_private(code_path, code)?;
-    write_private(seal_path, hex::encode(Sha256::digest(code)).as_bytes())
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    // Unique per write, so two writers (two hosts, or two threads of one)
-    // never rename each other's file away.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    fs::rename(&tmp, path)
 }

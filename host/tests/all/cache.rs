@@ -247,3 +247,139 @@ async fn an_accepted_output_schema_that_no_longer_compiles_refuses_the_call_befo
     .await;
     client.cancel().await.unwrap();
 }
+
+/// `serve --stdio` on `m` with `TOOLHOST_CACHE_DIR` set to `cache`, until
+/// the catalog is ready: its log.
+fn start_with_cache(m: &TestManifest, cache: &std::path::Path) -> String {
+    let out = toolhost()
+        .env("TOOLHOST_LOG", "info")
+        .env("TOOLHOST_CACHE_DIR", cache)
+        .args(["serve", "--stdio", "--manifest"])
+        .arg(&m.path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{log}");
+    log
+}
+
+#[test]
+fn a_cache_folder_others_may_write_is_refused_not_repaired() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let open = tempfile::tempdir().unwrap();
+    // Anything planted while it was open is not to be trusted, so the host
+    // neither loads from it nor makes it private and carries on.
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    for _ in 0..2 {
+        let log = start_with_cache(&m, open.path());
+        assert!(
+            log.contains("writable by its group or other users"),
+            "{log}"
+        );
+        assert!(log.contains("origin=Compiled"), "{log}");
+    }
+    let mode = std::fs::metadata(open.path()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o777);
+    assert_eq!(std::fs::read_dir(open.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn an_entry_others_may_write_is_compiled_afresh_not_loaded() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let cache = tempfile::tempdir().unwrap();
+    start_with_cache(&m, cache.path());
+    let code = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .unwrap();
+    std::fs::set_permissions(&code, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // The described record is still used; the code is needed at the first
+    // call, which compiles it afresh and replaces the entry.
+    let out = toolhost()
+        .env("TOOLHOST_LOG", "info")
+        .env("TOOLHOST_CACHE_DIR", cache.path())
+        .args(["call", "helpdesk_ticket_list", "--manifest"])
+        .arg(&m.path)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("not a file only the host's user may write"),
+        "{log}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("T-"));
+    let mode = std::fs::metadata(&code).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Written files are private, and no temporary file is left behind.
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+        assert!(
+            !path.to_string_lossy().contains(".tmp-"),
+            "{}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn a_cache_reached_through_a_symlink_is_checked_and_used_where_it_really_is() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let real = tempfile::tempdir().unwrap();
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("cache");
+    std::os::unix::fs::symlink(real.path(), &link).unwrap();
+    let log = start_with_cache(&m, &link);
+    assert!(log.contains("origin=Compiled"), "{log}");
+    assert!(
+        std::fs::read_dir(real.path()).unwrap().count() > 0,
+        "entries are written in the folder the link points to"
+    );
+    // A plugin granted that folder under another name is still refused.
+    let grant = PluginEntry::fixture_as(
+        "reader",
+        &format!(
+            "config = {{ prefix = \"reader\" }}\nfiles = [{{ host = \"{}\", guest = \"/c\", mode = \"ro\" }}]",
+            real.path().display()
+        ),
+    );
+    let m = manifest(vec![grant]);
+    let log = start_with_cache(&m, &link);
+    let refusal = log
+        .lines()
+        .find(|l| l.contains("plugin `reader` refused"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(refusal.contains("compiled-component cache"), "{refusal}");
+}
+
+#[test]
+fn no_plugin_may_be_granted_the_cache_folder_or_a_folder_around_it() {
+    let place = tempfile::tempdir().unwrap();
+    let cache = place.path().join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    let grant = |name: &str, host: &std::path::Path, mode: &str| {
+        PluginEntry::fixture_as(
+            name,
+            &format!(
+                "config = {{ prefix = \"{name}\" }}\nfiles = [{{ host = \"{}\", guest = \"/g\", mode = \"{mode}\" }}]",
+                host.display()
+            ),
+        )
+    };
+    let m = manifest(vec![
+        grant("inside", &cache, "rw"),
+        grant("around", place.path(), "ro"),
+    ]);
+    let log = start_with_cache(&m, &cache);
+    for plugin in ["inside", "around"] {
+        let refusal = log
+            .lines()
+            .find(|l| l.contains(&format!("plugin `{plugin}` refused")))
+            .unwrap_or_else(|| panic!("{log}"));
+        assert!(refusal.contains("compiled-component cache"), "{refusal}");
+    }
+}
