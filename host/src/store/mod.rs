@@ -299,6 +299,12 @@ pub enum StateError {
     Unavailable(String),
 }
 
+impl From<StoreError> for StateError {
+    fn from(e: StoreError) -> StateError {
+        StateError::Unavailable(e.to_string())
+    }
+}
+
 /// A store operation that failed.
 ///
 /// Messages carry their cause in the text, not as a `source`, so that a

@@ -9,25 +9,24 @@
 //! SQLite's locks order their writes, and an operation that finds another
 //! process's write lock waits for it, for at most [`BUSY_WAIT`].
 //!
-//! Once open, no operation waits on a runtime thread for another process:
-//! the connection is held for one try at a time, and a try that finds
-//! another process's write lock gives up, so the wait for that lock is
-//! spent asleep on the runtime while the thread serves other calls.
-//! SQLite's own busy wait would sleep inside the statement, holding the
-//! thread, and an operation queued behind it on the connection would hold
-//! the other: every call, reads included, would stop for as long as the
-//! other process kept its lock.
+//! Once open, no operation holds a runtime thread while it waits, for
+//! another process's lock, for the connection or for a checkpoint: `conn`
+//! is how operations share the one connection, `checkpoint` how the WAL is
+//! checkpointed off the calls. Otherwise every call queued on a stalled
+//! thread, reads included, would stop with it.
 
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+mod checkpoint;
+mod conn;
 mod rows;
 mod schema;
 
+pub(super) use self::conn::BUSY_WAIT;
+use self::conn::Shared;
 use self::rows::{
     ACCOUNT_COLUMNS, APPROVAL_COLUMNS, TASK_COLUMNS, account_from_row, approval_from_row,
     load_approval, load_task, task_from_row,
@@ -50,7 +49,7 @@ pub struct SqliteStore {
     path: PathBuf,
     // One connection: statements are short, and one writer per process is
     // what SQLite wants anyway.
-    conn: Mutex<Connection>,
+    conn: Shared,
 }
 
 impl SqliteStore {
@@ -74,13 +73,10 @@ impl SqliteStore {
         };
         setup(&mut conn).map_err(|e| fail(e.to_string()))?;
         migrate(&mut conn).map_err(fail)?;
-        // From here on, every operation waits in `with_conn` instead.
-        conn.busy_handler(Some(give_up_on_busy))
-            .map_err(|e| fail(e.to_string()))?;
-        Ok(SqliteStore {
-            path,
-            conn: Mutex::new(conn),
-        })
+        // From here on, every operation waits in `with_conn` instead, and
+        // checkpoints are made on a thread of their own (`Shared::new`).
+        let conn = Shared::new(conn, &path).map_err(|e| fail(e.to_string()))?;
+        Ok(SqliteStore { path, conn })
     }
 
     /// The database file.
@@ -96,65 +92,13 @@ impl SqliteStore {
         .await
     }
 
-    /// The connection. It is held for one try of one operation, which
-    /// never waits for another process inside SQLite, so a thread that
-    /// finds it taken waits at most for that try: a plain mutex (which
-    /// lets the thread that just let go take it again) costs less under
-    /// load than tokio's fair one, which made a task-bound call 1.1× the
-    /// CPU. A panic while holding it leaves no half transaction behind
-    /// (rusqlite rolls back on drop), so a poisoned lock is still usable.
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Runs `op` on the connection. If another process holds the write
-    /// lock, SQLite gives up at once ([`give_up_on_busy`]) and `op` is run
-    /// again after a pause spent asleep on the runtime, until [`BUSY_WAIT`]
-    /// has passed; then its error stands. So `op` must be safe to run again
-    /// after failing: reads, one transaction (which the failure rolled
-    /// back), or writes that change nothing when repeated.
-    async fn with_conn<T, E>(
+    /// Runs `op` on the connection ([`Shared::run`]).
+    async fn with_conn<T, E: From<StoreError>>(
         &self,
-        mut op: impl FnMut(&mut Connection) -> Result<T, E>,
+        op: impl FnMut(&mut Connection) -> Result<T, E>,
     ) -> Result<T, E> {
-        let started = Instant::now();
-        let mut pause = FIRST_PAUSE;
-        loop {
-            MET_BUSY.set(false);
-            let outcome = op(&mut self.conn());
-            match outcome {
-                Err(_) if MET_BUSY.get() && started.elapsed() < BUSY_WAIT => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(LAST_PAUSE);
-                }
-                outcome => return outcome,
-            }
-        }
+        self.conn.run(op).await
     }
-}
-
-/// How long an operation waits for another process's write lock (a
-/// `toolhost task …` command, a `sqlite3` shell in a transaction) before
-/// it fails.
-pub(super) const BUSY_WAIT: Duration = Duration::from_secs(5);
-/// The pauses between tries double from the first to the last.
-const FIRST_PAUSE: Duration = Duration::from_millis(1);
-const LAST_PAUSE: Duration = Duration::from_millis(50);
-
-thread_local! {
-    /// Whether the operation [`SqliteStore::with_conn`] is running on this
-    /// thread found the database locked. SQLite's busy handler is a plain
-    /// function, so this is how it tells; the operation runs to its end
-    /// without an `await`, so no other task runs on the thread meanwhile.
-    static MET_BUSY: Cell<bool> = const { Cell::new(false) };
-}
-
-/// SQLite's busy handler once the database is open: notes the lock and
-/// gives up at once, so that [`SqliteStore::with_conn`] waits for it
-/// asleep on the runtime instead of on the thread.
-fn give_up_on_busy(_attempt: i32) -> bool {
-    MET_BUSY.set(true);
-    false
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
@@ -736,8 +680,8 @@ impl Store for SqliteStore {
 
     async fn add_account(&self, account: &Account) -> Result<(), StoreError> {
         let inserted = self
-            .with_conn(|conn| {
-                conn.execute(
+            .with_conn(|conn| -> Result<_, StoreError> {
+                Ok(conn.execute(
                     "INSERT INTO operator (name, role, password_hash, created_at, created_by)
                      VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name) DO NOTHING",
                     params![
@@ -747,7 +691,7 @@ impl Store for SqliteStore {
                         account.created_at,
                         account.created_by,
                     ],
-                )
+                )?)
             })
             .await?;
         if inserted == 0 {
@@ -758,9 +702,12 @@ impl Store for SqliteStore {
 
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
         let query = format!("SELECT {ACCOUNT_COLUMNS} FROM operator WHERE name = ?1");
-        Ok(self
-            .with_conn(|conn| conn.query_row(&query, [name], account_from_row).optional())
-            .await?)
+        self.with_conn(|conn| -> Result<_, StoreError> {
+            Ok(conn
+                .query_row(&query, [name], account_from_row)
+                .optional()?)
+        })
+        .await
     }
 
     async fn accounts(&self) -> Result<Vec<Account>, StoreError> {
@@ -887,14 +834,14 @@ impl Store for SqliteStore {
     }
 
     async fn close_sign_in(&self, cookie_sha256: &[u8; 32]) -> Result<(), StoreError> {
-        self.with_conn(|conn| {
+        self.with_conn(|conn| -> Result<_, StoreError> {
             conn.execute(
                 "DELETE FROM sign_in WHERE cookie_sha256 = ?1",
                 [cookie_sha256.as_slice()],
-            )
+            )?;
+            Ok(())
         })
-        .await?;
-        Ok(())
+        .await
     }
 }
 
