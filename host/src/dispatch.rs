@@ -321,6 +321,13 @@ impl Toolhost {
             ran: false,
             detail,
         };
+        // A trail far behind its disk refuses every call, reads included,
+        // rather than hold their records in memory for as long as it is slow.
+        if let Some(queued) = self.audit.behind() {
+            return Err(unavailable(format!(
+                "{queued} records wait for a slow disk"
+            )));
+        }
         // Known trouble refuses before the task is charged.
         if acts && !self.audit.healthy() {
             return Err(unavailable("its last write failed".into()));

@@ -44,6 +44,10 @@ const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// Unwritten records kept for a retry; beyond this the oldest are dropped
 /// and their number recorded once the trail is back.
 const MAX_PENDING: usize = 100_000;
+/// Records queued for a writer that is still working (a slow disk) beyond
+/// which calls are refused: reads never wait for the trail, so without a
+/// bound their records would pile up in memory for as long as it is slow.
+const MAX_BACKLOG: usize = 100_000;
 
 /// Why the trail cannot be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +109,8 @@ pub struct Audit {
     inner: Arc<Inner>,
     /// Told of every event as it is recorded (the host's metrics).
     observer: Arc<OnceLock<Observer>>,
+    /// [`MAX_BACKLOG`], smaller in tests.
+    max_backlog: usize,
 }
 
 /// What [`Audit::observe_with`] installs.
@@ -152,6 +158,7 @@ impl Audit {
             .expect("spawning the audit writer thread");
         Audit {
             observer: Arc::default(),
+            max_backlog: MAX_BACKLOG,
             inner: Arc::new(Inner::Writer {
                 tx: Mutex::new(Some(tx)),
                 healthy,
@@ -167,6 +174,7 @@ impl Audit {
     pub fn direct(trail: Trail) -> Audit {
         Audit {
             observer: Arc::default(),
+            max_backlog: MAX_BACKLOG,
             inner: Arc::new(Inner::Direct(Box::new(Mutex::new(Direct {
                 trail,
                 redactor: Arc::default(),
@@ -208,6 +216,13 @@ impl Audit {
             Inner::Writer { queued, .. } => queued.load(Ordering::Relaxed),
             Inner::Direct(_) => 0,
         }
+    }
+
+    /// How many records wait for the writer, if that is so many that calls
+    /// are to be refused until it catches up (its disk is that slow).
+    pub fn behind(&self) -> Option<usize> {
+        let queued = self.queued();
+        (queued >= self.max_backlog).then_some(queued)
     }
 
     /// Whether the last write succeeded; write calls are refused while not.
@@ -567,6 +582,42 @@ mod tests {
     use zeroize::Zeroizing;
 
     use super::*;
+
+    /// A disk so slow that the writer falls far behind: calls are refused
+    /// (`Audit::behind`) rather than their records piled up without end,
+    /// and nothing queued is lost once it catches up.
+    #[test]
+    fn a_writer_far_behind_its_disk_refuses_calls_until_it_catches_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let trail = Trail::open(dir.path(), TrailOptions::default()).unwrap();
+        let mut audit = Audit::start(trail, Duration::from_secs(60));
+        audit.max_backlog = 50;
+        let revoked = |n: usize| Event::TaskRevoked {
+            task: format!("t{n}"),
+            by: "test".into(),
+        };
+        let first = audit.record_blocking(revoked(0)).unwrap();
+        assert_eq!(audit.behind(), None);
+        // The disk stalls: every append waits for the trail's lock, held
+        // here. The writer takes one batch (at most 512) and waits; the
+        // rest stays queued.
+        let stall = std::fs::File::open(dir.path().join(trail::AUDIT_DIR).join(".lock")).unwrap();
+        stall.lock().unwrap();
+        for n in 1..=600 {
+            audit.record(revoked(n));
+        }
+        let queued = audit.behind().expect("far behind");
+        assert!(queued >= 88, "{queued}");
+        stall.unlock().unwrap();
+        let caught_up = std::time::Instant::now();
+        while audit.queued() > 0 {
+            assert!(caught_up.elapsed() < Duration::from_secs(20));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(audit.behind(), None);
+        let last = audit.record_blocking(revoked(601)).unwrap();
+        assert_eq!(last, first + 601);
+    }
 
     /// A serving host records its start before it has read its secrets:
     /// what was recorded before `redact_with` is kept as it was, and every

@@ -768,3 +768,65 @@ async fn a_serving_host_signs_a_checkpoint_at_its_interval() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     drop(host);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_trail_holds_up_write_calls_but_not_reads() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &["notes_note_save"], &[]);
+    let host = http(&m, &[]);
+    let agent = std::sync::Arc::new(
+        connect_with(&host.url, Some(&task.token), ())
+            .await
+            .unwrap(),
+    );
+    let reader = connect_with(&host.url, None, ()).await.unwrap();
+    let save = |slug: &str| json!({ "slug": slug, "title": "t", "body": "b", "tags": [] });
+    let first = call_as(&*agent, "notes_note_save", save("before")).await;
+    assert_eq!(first.is_error, Some(false));
+
+    // The disk stalls: every append waits for the trail's lock, held here.
+    let stall = std::fs::File::open(state_dir(&m).join("audit/.lock")).unwrap();
+    stall.lock().unwrap();
+    // A write call waits for its start record to be on disk...
+    let during = tokio::spawn({
+        let agent = agent.clone();
+        async move { call_as(&*agent, "notes_note_save", save("during")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !during.is_finished(),
+        "a write call ran before its start was on record"
+    );
+    // ...while reads, which never wait for the trail, are answered.
+    for _ in 0..5 {
+        let read = tokio::time::timeout(
+            Duration::from_secs(30),
+            call_as(&reader, "notes_note_get", json!({ "slug": "before" })),
+        )
+        .await
+        .expect("a read waited for the stalled trail");
+        assert_eq!(read.is_error, Some(false), "{read:?}");
+    }
+    assert!(!during.is_finished());
+
+    // The disk comes back: the write runs, and every record is written.
+    stall.unlock().unwrap();
+    let during = during.await.unwrap();
+    assert_eq!(during.is_error, Some(false), "{during:?}");
+    drop(host);
+    let rows: Vec<String> = records(&state_dir(&m)).iter().map(row).collect();
+    let reads = rows
+        .iter()
+        .filter(|r| *r == "tool_call notes_note_get ok")
+        .count();
+    assert_eq!(reads, 5, "{rows:#?}");
+    assert_eq!(
+        rows.iter()
+            .filter(|r| *r == "tool_call notes_note_save ok")
+            .count(),
+        2,
+        "{rows:#?}"
+    );
+    let out = audit_cli(&m.path, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
