@@ -47,6 +47,9 @@ use tls::{take_tls_options, tls_config};
 
 /// Longest a transaction waits for a row lock before the call is `busy`.
 const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest the server may leave what it is sent unacknowledged before its
+/// connection counts as lost (unless the URL sets `tcp_user_timeout`).
+const UNACKNOWLEDGED: Duration = Duration::from_secs(10);
 /// Longest a connection may sit inside a transaction doing nothing.
 const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(60);
 
@@ -139,6 +142,15 @@ impl PostgresStore {
         };
         config.options(options);
         config.keepalives_idle(Duration::from_secs(30));
+        // A server that vanished without closing its connections (a cut
+        // network, a frozen machine) would otherwise hold a query for as
+        // long as TCP retransmits, about 15 minutes: data it has not
+        // acknowledged for this long ends the connection, and the store is
+        // unavailable (retryable) instead. A slow query is not cut: the
+        // server still acknowledges what it is sent.
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(UNACKNOWLEDGED);
+        }
         if config.get_application_name().is_none() {
             config.application_name("toolhost");
         }
