@@ -17,8 +17,8 @@ use crate::manifest::{
 };
 use crate::queue::CallQueue;
 use crate::sandbox::{
-    ComponentCache, Described, DescribedTool, FileStamp, Interfaces, Origin, PluginShared,
-    PreparedPlugin, Sandbox, ToolSpec,
+    Described, DescribedTool, FileStamp, Interfaces, Origin, PluginShared, PreparedPlugin, Sandbox,
+    ToolSpec,
 };
 use crate::store::Store;
 
@@ -159,11 +159,7 @@ async fn load_with(
     }
 
     let files = match network {
-        Some(_) => granted_directories(
-            manifest,
-            &clashes,
-            sandbox.cache().map(ComponentCache::path),
-        ),
+        Some(_) => granted_directories(manifest, &clashes, sandbox.cache_folder()),
         None => manifest.plugins.iter().map(|_| Ok(Vec::new())).collect(),
     };
 

@@ -259,14 +259,16 @@ const CACHE_DIR_VAR: &str = "TOOLHOST_CACHE_DIR";
 /// Python component once). Without a usable cache the host still works; it
 /// compiles at every start.
 fn cached_sandbox(manifest: &Manifest) -> anyhow::Result<Sandbox> {
-    let cache = match std::env::var_os(CACHE_DIR_VAR) {
-        Some(dir) if !dir.is_empty() => ComponentCache::open_at(std::path::Path::new(&dir)),
-        _ => ComponentCache::open(&manifest.state_dir),
+    let folder = match std::env::var_os(CACHE_DIR_VAR) {
+        Some(dir) if !dir.is_empty() => std::path::PathBuf::from(dir),
+        _ => ComponentCache::folder_in(&manifest.state_dir),
     };
-    let cache = cache
+    let cache = ComponentCache::open_at(&folder)
         .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
         .ok();
-    Ok(Sandbox::new(cache, EngineSettings::of(manifest))?)
+    let mut sandbox = Sandbox::new(cache, EngineSettings::of(manifest))?;
+    sandbox.keep_grants_out_of(folder);
+    Ok(sandbox)
 }
 
 /// The open task a token belongs to, or why it cannot be used.

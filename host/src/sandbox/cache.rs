@@ -1,20 +1,27 @@
 //! The compiled-component cache: native code of each component, kept across
-//! restarts in `state_dir/cache/components` (mode 0700).
+//! restarts in `state_dir/cache/components` (created 0700).
 //!
 //! Loading precompiled code is unsafe in wasmtime: the bytes are trusted to
-//! be what wasmtime itself produced. What makes that safe is the folder: it
-//! must belong to the host's user and be writable by no one else (it is
-//! refused otherwise, never repaired), it is opened once and every entry is
-//! opened relative to that handle (so renaming or replacing the path later
-//! changes nothing), every entry must itself be a file of the host's user
-//! that no one else may write, and no plugin may be granted a directory
-//! that overlaps it (`catalog::load`). Only the host's user (or root) can
-//! then change an entry, and that user can change the host's binary too.
-//! The SHA-256 seal written beside each entry catches what that trust does
-//! not cover: a torn or damaged file. An entry that fails any check is
-//! compiled afresh and rewritten. Entries are keyed by the component's
-//! digest and the engine's configuration, so a changed component or engine
-//! never hits.
+//! be what wasmtime itself produced. What makes that safe is who can write
+//! them:
+//! - the folder must belong to the host's user and be writable by no one
+//!   else; one that is not is refused, never repaired, since what it holds
+//!   may have been written while it was open to others;
+//! - it is opened once and every entry is opened relative to that handle,
+//!   so renaming or replacing the path later changes nothing;
+//! - every entry must itself be a file of the host's user that no one else
+//!   may write;
+//! - no plugin may be granted a directory that overlaps the folder
+//!   (`catalog::load`), even when it could not be used: a plugin's files
+//!   are written as the host's user, so the owner check alone cannot tell
+//!   them from the host's own.
+//!
+//! Then only the host's user (or root) can change an entry: the same user
+//! whose files, state and secrets the host already trusts. The SHA-256 seal
+//! written beside each entry catches what that does not cover, a torn or
+//! damaged file. An entry that fails any check is compiled afresh and
+//! rewritten. Entries are keyed by the component's digest and the engine's
+//! configuration, so a changed component or engine never hits.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
@@ -122,9 +129,9 @@ pub struct DescribedTool {
 }
 
 impl ComponentCache {
-    /// Opens (creating if needed) the cache under `state_dir`.
-    pub fn open(state_dir: &Path) -> Result<ComponentCache, CacheError> {
-        Self::open_at(&state_dir.join("cache").join("components"))
+    /// The cache's folder under `state_dir`.
+    pub fn folder_in(state_dir: &Path) -> PathBuf {
+        state_dir.join("cache").join("components")
     }
 
     /// Opens (creating if needed) the cache in `dir` itself. It must be
@@ -293,7 +300,13 @@ impl ComponentCache {
         let file = self.dir.open(name).ok()?.into_std();
         let meta = file.metadata().ok()?;
         use std::os::unix::fs::MetadataExt as _;
-        if !meta.is_file() || meta.uid() != self.owner || meta.mode() & 0o022 != 0 {
+        // One link only: an entry is written under a fresh name and renamed,
+        // so a second name means someone linked it in from elsewhere.
+        if !meta.is_file()
+            || meta.uid() != self.owner
+            || meta.mode() & 0o022 != 0
+            || meta.nlink() != 1
+        {
             tracing::warn!(
                 "{} in the component cache is not a file only the host's user may write; ignoring it",
                 self.path.join(name).display()

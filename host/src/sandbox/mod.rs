@@ -13,6 +13,7 @@ pub use cache::{CacheError, ComponentCache, Described, DescribedTool, FileStamp,
 pub use state::PluginShared;
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -112,6 +113,10 @@ pub struct Sandbox {
     /// the pool.
     key: EngineKey,
     cache: Option<ComponentCache>,
+    /// Where the cache was asked to be, usable or not: no plugin may be
+    /// granted it (a plugin could plant native code there for a later
+    /// start whose cache works).
+    cache_folder: Option<PathBuf>,
     /// The engine meters fuel (some plugin sets `limits.fuel`).
     fuel: bool,
     /// Components by digest: several plugins built from one component are
@@ -228,6 +233,7 @@ impl Sandbox {
             settings,
             runtime: Arc::default(),
             key: EngineKey::of(&probe),
+            cache_folder: cache.as_ref().map(|c| c.path().to_path_buf()),
             cache,
             fuel: settings.fuel,
             compiled: Arc::default(),
@@ -306,6 +312,20 @@ impl Sandbox {
     /// The compiled-component cache, if the host has a usable one.
     pub fn cache(&self) -> Option<&ComponentCache> {
         self.cache.as_ref()
+    }
+
+    /// Records where the cache was asked to be when it could not be used,
+    /// so that plugins' grants are kept out of it all the same.
+    pub fn keep_grants_out_of(&mut self, folder: PathBuf) {
+        if self.cache.is_none() {
+            self.cache_folder = Some(folder);
+        }
+    }
+
+    /// The cache's folder (where it is, or where it was asked to be if it
+    /// could not be used), which no plugin may be granted.
+    pub fn cache_folder(&self) -> Option<&Path> {
+        self.cache_folder.as_deref()
     }
 
     /// Whether the cache holds compiled code for `digest`.

@@ -383,3 +383,30 @@ fn no_plugin_may_be_granted_the_cache_folder_or_a_folder_around_it() {
         assert!(refusal.contains("compiled-component cache"), "{refusal}");
     }
 }
+
+#[test]
+fn a_cache_folder_that_cannot_be_used_may_not_be_granted_either() {
+    // Refused as a cache (others may write it), it is still where a later
+    // start would load native code from, once it is made private.
+    let place = tempfile::tempdir().unwrap();
+    let cache = place.path().join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let grant = PluginEntry::fixture_as(
+        "planter",
+        &format!(
+            "config = {{ prefix = \"planter\" }}\nfiles = [{{ host = \"{}\", guest = \"/g\", mode = \"rw\" }}]",
+            cache.display()
+        ),
+    );
+    let log = start_with_cache(&manifest(vec![grant]), &cache);
+    assert!(
+        log.contains("writable by its group or other users"),
+        "{log}"
+    );
+    let refusal = log
+        .lines()
+        .find(|l| l.contains("plugin `planter` refused"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(refusal.contains("compiled-component cache"), "{refusal}");
+}
