@@ -17,7 +17,7 @@ pub mod trail;
 pub mod verify;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -128,6 +128,9 @@ enum Inner {
         urgent: Arc<AtomicBool>,
         /// Records sent and not yet taken by the writer.
         queued: Arc<AtomicUsize>,
+        /// Records not queued because the writer was far behind, for the
+        /// writer to report (`audit_records_lost`).
+        unqueued: Arc<AtomicU64>,
     },
     /// A short-lived CLI command: each record is written, synced and
     /// checkpointed before the command goes on.
@@ -147,13 +150,27 @@ impl Audit {
         let healthy = Arc::new(AtomicBool::new(true));
         let urgent = Arc::new(AtomicBool::new(false));
         let queued = Arc::new(AtomicUsize::new(0));
+        let unqueued = Arc::new(AtomicU64::new(0));
         let thread = std::thread::Builder::new()
             .name("audit-writer".into())
             .spawn({
                 let healthy = healthy.clone();
                 let urgent = urgent.clone();
                 let queued = queued.clone();
-                move || write_loop(trail, rx, healthy, urgent, queued, checkpoint_every)
+                let unqueued = unqueued.clone();
+                move || {
+                    write_loop(
+                        trail,
+                        rx,
+                        Flags {
+                            healthy,
+                            urgent,
+                            queued,
+                            unqueued,
+                        },
+                        checkpoint_every,
+                    )
+                }
             })
             .expect("spawning the audit writer thread");
         Audit {
@@ -165,6 +182,7 @@ impl Audit {
                 writer: thread.thread().clone(),
                 urgent,
                 queued,
+                unqueued,
                 thread: Mutex::new(Some(thread)),
             }),
         }
@@ -238,6 +256,12 @@ impl Audit {
     pub fn record(&self, event: Event) {
         self.observe(&event);
         match &*self.inner {
+            Inner::Writer { unqueued, .. } if self.behind().is_some() => {
+                // Calls are refused meanwhile (`dispatch`); what is still
+                // recorded (those refusals, sessions opening and closing) is
+                // counted, not queued, so the backlog cannot grow without end.
+                unqueued.fetch_add(1, Ordering::Relaxed);
+            }
             Inner::Writer { .. } => {
                 if self.send(Message::Record { event, ack: None }).is_err() {
                     tracing::error!("audit record lost: the audit writer has stopped");
@@ -394,14 +418,26 @@ fn take(
     }
 }
 
-fn write_loop(
-    mut trail: Trail,
-    rx: mpsc::Receiver<Message>,
+/// What the writer thread shares with the handles.
+struct Flags {
     healthy: Arc<AtomicBool>,
     urgent: Arc<AtomicBool>,
     queued: Arc<AtomicUsize>,
+    unqueued: Arc<AtomicU64>,
+}
+
+fn write_loop(
+    mut trail: Trail,
+    rx: mpsc::Receiver<Message>,
+    flags: Flags,
     checkpoint_every: Duration,
 ) {
+    let Flags {
+        healthy,
+        urgent,
+        queued,
+        unqueued,
+    } = flags;
     let mut next_checkpoint = Instant::now() + checkpoint_every;
     let mut unsynced_since: Option<Instant> = None;
     // Records nobody waits for, kept across a failed write and written with
@@ -463,6 +499,7 @@ fn write_loop(
             }
         }
         let mut stop_failed = None;
+        dropped += unqueued.swap(0, Ordering::Relaxed);
         if !events.is_empty() || !pending.is_empty() {
             // Written ahead of what waits: that the trail is back after a
             // failure, and how many records were dropped meanwhile.
@@ -584,8 +621,8 @@ mod tests {
     use super::*;
 
     /// A disk so slow that the writer falls far behind: calls are refused
-    /// (`Audit::behind`) rather than their records piled up without end,
-    /// and nothing queued is lost once it catches up.
+    /// (`Audit::behind`), what is still recorded is counted instead of
+    /// queued, and once the writer catches up the count is on record.
     #[test]
     fn a_writer_far_behind_its_disk_refuses_calls_until_it_catches_up() {
         let dir = tempfile::tempdir().unwrap();
@@ -600,14 +637,21 @@ mod tests {
         assert_eq!(audit.behind(), None);
         // The disk stalls: every append waits for the trail's lock, held
         // here. The writer takes one batch (at most 512) and waits; the
-        // rest stays queued.
+        // rest queues up to the limit and is counted beyond it.
         let stall = std::fs::File::open(dir.path().join(trail::AUDIT_DIR).join(".lock")).unwrap();
         stall.lock().unwrap();
         for n in 1..=600 {
             audit.record(revoked(n));
         }
         let queued = audit.behind().expect("far behind");
-        assert!(queued >= 88, "{queued}");
+        assert!(queued >= 50, "{queued}");
+        audit.record(revoked(601));
+        assert_eq!(audit.queued(), queued, "queued while far behind");
+        let Inner::Writer { unqueued, .. } = &*audit.inner else {
+            unreachable!()
+        };
+        let lost = unqueued.load(Ordering::Relaxed);
+        assert!(lost >= 1);
         stall.unlock().unwrap();
         let caught_up = std::time::Instant::now();
         while audit.queued() > 0 {
@@ -615,8 +659,10 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(audit.behind(), None);
-        let last = audit.record_blocking(revoked(601)).unwrap();
-        assert_eq!(last, first + 601);
+        // Every record sent was written or counted, and the count is on
+        // record (one `audit_records_lost`) before what came after it.
+        let last = audit.record_blocking(revoked(602)).unwrap();
+        assert_eq!(last, first + (601 - lost) + 2);
     }
 
     /// A serving host records its start before it has read its secrets:
