@@ -327,7 +327,7 @@ pub enum StoreError {
     /// (PostgreSQL), or another process held the database's write lock for
     /// as long as an operation waits for it (SQLite). Retryable.
     #[error(
-        "the database stayed busy for {} ms (every pooled connection in use, or another process holding the write lock)",
+        "the database stayed busy for {} ms (its connections all in use, a checkpoint on a slow disk, or another process holding the write lock)",
         .0.as_millis()
     )]
     Busy(Duration),

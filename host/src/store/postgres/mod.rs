@@ -141,13 +141,23 @@ impl PostgresStore {
             None => limits,
         };
         config.options(options);
+        // A peer that vanished after taking what it was sent (a query it
+        // froze on) is noticed by keepalives: after 30 s of silence, three
+        // probes 5 s apart.
         config.keepalives_idle(Duration::from_secs(30));
+        if config.get_keepalives_interval().is_none() {
+            config.keepalives_interval(Duration::from_secs(5));
+        }
+        if config.get_keepalives_retries().is_none() {
+            config.keepalives_retries(3);
+        }
         // A server that vanished without closing its connections (a cut
         // network, a frozen machine) would otherwise hold a query for as
         // long as TCP retransmits, about 15 minutes: data it has not
         // acknowledged for this long ends the connection, and the store is
         // unavailable (retryable) instead. A slow query is not cut: the
-        // server still acknowledges what it is sent.
+        // server still acknowledges what it is sent. (A URL's
+        // `tcp_user_timeout` is in seconds, and 0 does not switch it off.)
         if config.get_tcp_user_timeout().is_none() {
             config.tcp_user_timeout(UNACKNOWLEDGED);
         }

@@ -28,6 +28,9 @@ use super::conn::Slot;
 
 /// The WAL's size in pages that asks for a checkpoint: SQLite's own default.
 const CHECKPOINT_PAGES: c_int = 1000;
+/// The WAL's size in pages past which the committing connection checkpoints
+/// itself after all.
+const LAST_RESORT_PAGES: c_int = 10 * CHECKPOINT_PAGES;
 
 /// Hands the checkpoints of `conn` (the database at `path`, shared as
 /// `shared`) to the checkpoint thread.
@@ -41,9 +44,12 @@ pub(super) fn install(
         shared,
         wake: None,
     };
-    conn.wal_hook(Some(move |_: &mut Wal, pages: c_int| {
-        if pages >= CHECKPOINT_PAGES {
-            checkpoints.ask();
+    conn.wal_hook(Some(move |wal: &mut Wal, pages: c_int| {
+        if pages >= CHECKPOINT_PAGES && !checkpoints.ask() || pages >= LAST_RESORT_PAGES {
+            // No thread to do it (it could not start) or it falls far
+            // behind: checkpoint here, as SQLite itself would, rather than
+            // let the WAL grow without end.
+            let _ = wal.checkpoint_v2(CheckpointMode::PASSIVE);
         }
         Ok(())
     }))
@@ -59,20 +65,19 @@ struct Checkpoints {
 }
 
 impl Checkpoints {
-    fn ask(&mut self) {
+    /// Asks the thread for a checkpoint; false if there is no thread.
+    fn ask(&mut self) -> bool {
         let wake = self
             .wake
             .get_or_insert_with(|| start(self.path.clone(), self.shared.clone()));
         // One waiting request is enough: the checkpoint it makes takes in
         // every commit before it.
-        if let Err(TrySendError::Disconnected(())) = wake.try_send(()) {
-            // The thread could not start; the next commit past the mark
-            // tries again.
-            self.wake = None;
-        }
+        !matches!(wake.try_send(()), Err(TrySendError::Disconnected(())))
     }
 }
 
+/// The checkpoint thread, or (with a warning, once) a sender nobody
+/// receives from if it cannot start.
 fn start(path: PathBuf, shared: Weak<Slot>) -> SyncSender<()> {
     let (wake, woken) = sync_channel::<()>(1);
     let started = std::thread::Builder::new()
@@ -82,17 +87,27 @@ fn start(path: PathBuf, shared: Weak<Slot>) -> SyncSender<()> {
                 let Some(shared) = shared.upgrade() else {
                     return;
                 };
-                // Waiting here is this thread's job; the runtime's workers
-                // only ever try the lock.
+                // Waiting here is this thread's job; the runtime's tries
+                // step back while it waits (`Slot::hold`).
                 let done = shared
                     .hold(|conn| conn.wal_checkpoint_v2(Some(MAIN_DB), CheckpointMode::PASSIVE));
-                if let Err(e) = done {
-                    tracing::warn!(database = %path.display(), "checkpoint failed: {e}");
+                match done {
+                    Ok(_) => {}
+                    // Another process (a `toolhost task …` command) is
+                    // checkpointing; the next request will do.
+                    Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                        tracing::debug!(database = %path.display(), "checkpoint deferred: {e}");
+                    }
+                    Err(e) => {
+                        tracing::warn!(database = %path.display(), "checkpoint failed: {e}");
+                    }
                 }
             }
         });
     if let Err(e) = started {
-        tracing::warn!("cannot start the checkpoint thread: {e}");
+        tracing::warn!(
+            "cannot start the checkpoint thread ({e}); checkpoints are made by the calls that fill the WAL"
+        );
     }
     wake
 }
@@ -123,7 +138,7 @@ mod tests {
                 })
                 .await
                 .unwrap();
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
         let size = std::fs::metadata(&wal).unwrap().len();
         assert!(size < 2_000 * page as u64, "the WAL holds {size} bytes");

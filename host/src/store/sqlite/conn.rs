@@ -14,6 +14,7 @@
 
 use std::cell::Cell;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
 use std::time::{Duration, Instant};
@@ -59,15 +60,33 @@ pub(super) struct Slot {
     // whoever tries first after a release gets it, and one waiter is woken.
     conn: Mutex<Connection>,
     freed: Notify,
+    /// Set while the checkpoint thread waits for the connection: tries on
+    /// the runtime step back meanwhile, so that a busy host cannot keep it
+    /// from ever getting a turn.
+    checkpoint_waits: AtomicBool,
+}
+
+/// Wakes one waiter when an operation lets go of the connection, also when
+/// it let go by panicking.
+struct WakeOnRelease<'a>(&'a Notify);
+
+impl Drop for WakeOnRelease<'_> {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
 }
 
 impl Slot {
-    /// Runs `op` holding the connection, waiting for it on this thread:
-    /// for threads of their own (the checkpoint thread), never the runtime.
+    /// Runs `op` holding the connection, waiting for it on this thread, and
+    /// ahead of the runtime's tries: for the checkpoint thread, never the
+    /// runtime. (A checkpoint never meets another process's lock, so
+    /// `MET_BUSY` is not kept here.)
     pub(super) fn hold<R>(&self, op: impl FnOnce(&mut Connection) -> R) -> R {
-        let outcome = op(&mut self.conn.lock().unwrap_or_else(|p| p.into_inner()));
-        self.freed.notify_one();
-        outcome
+        let _wake = WakeOnRelease(&self.freed);
+        self.checkpoint_waits.store(true, Ordering::Release);
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        self.checkpoint_waits.store(false, Ordering::Release);
+        op(&mut conn)
     }
 
     /// One try of `op`, if the connection is free. A panic while holding it
@@ -77,16 +96,22 @@ impl Slot {
         &self,
         op: &mut impl FnMut(&mut Connection) -> Result<T, E>,
     ) -> Option<Result<T, E>> {
+        if self.checkpoint_waits.load(Ordering::Acquire) {
+            return None;
+        }
+        // Declared before the guard, so it wakes a waiter after the guard
+        // let go.
+        let wake = WakeOnRelease(&self.freed);
         let mut conn = match self.conn.try_lock() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => return None,
+            Err(TryLockError::WouldBlock) => {
+                std::mem::forget(wake);
+                return None;
+            }
         };
         MET_BUSY.set(false);
-        let outcome = op(&mut conn);
-        drop(conn);
-        self.freed.notify_one();
-        Some(outcome)
+        Some(op(&mut conn))
     }
 }
 
@@ -102,6 +127,7 @@ impl Shared {
             Slot {
                 conn: Mutex::new(conn),
                 freed: Notify::new(),
+                checkpoint_waits: AtomicBool::new(false),
             }
         });
         installed?;
@@ -182,7 +208,11 @@ mod tests {
             std::thread::spawn(move || {
                 shared.slot.hold(|_| {
                     taken.send(()).unwrap();
-                    release.recv().unwrap();
+                    // A runtime thread blocked by the wait would never send
+                    // the release: fail rather than hang.
+                    release
+                        .recv_timeout(Duration::from_secs(30))
+                        .expect("the runtime thread was blocked");
                 })
             })
         };
