@@ -33,7 +33,8 @@ pub enum Denial {
     /// The store could not be read or written, so nothing can be counted.
     StoreUnavailable(String),
     /// The store stayed busy for its wait time: no free pooled connection,
-    /// or another process's write lock on the SQLite database.
+    /// or the SQLite connection held (by a checkpoint on a slow disk) or the
+    /// database locked by another process.
     StoreBusy(String),
 }
 

@@ -120,17 +120,11 @@ enum Inner {
     /// The serving host: one writer thread owns the trail.
     Writer {
         tx: Mutex<Option<mpsc::Sender<Message>>>,
-        healthy: Arc<AtomicBool>,
         thread: Mutex<Option<JoinHandle<()>>>,
         /// Unparked, with `urgent` set, when a record someone waits for is
         /// queued, so it ends a gathering wait at once.
         writer: std::thread::Thread,
-        urgent: Arc<AtomicBool>,
-        /// Records sent and not yet taken by the writer.
-        queued: Arc<AtomicUsize>,
-        /// Records not queued because the writer was far behind, for the
-        /// writer to report (`audit_records_lost`).
-        unqueued: Arc<AtomicU64>,
+        flags: Arc<Flags>,
     },
     /// A short-lived CLI command: each record is written, synced and
     /// checkpointed before the command goes on.
@@ -147,30 +141,17 @@ impl Audit {
     /// Starts the writer thread of a serving host.
     pub fn start(trail: Trail, checkpoint_every: Duration) -> Audit {
         let (tx, rx) = mpsc::channel();
-        let healthy = Arc::new(AtomicBool::new(true));
-        let urgent = Arc::new(AtomicBool::new(false));
-        let queued = Arc::new(AtomicUsize::new(0));
-        let unqueued = Arc::new(AtomicU64::new(0));
+        let flags = Arc::new(Flags {
+            healthy: AtomicBool::new(true),
+            urgent: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
+            unqueued: AtomicU64::new(0),
+        });
         let thread = std::thread::Builder::new()
             .name("audit-writer".into())
             .spawn({
-                let healthy = healthy.clone();
-                let urgent = urgent.clone();
-                let queued = queued.clone();
-                let unqueued = unqueued.clone();
-                move || {
-                    write_loop(
-                        trail,
-                        rx,
-                        Flags {
-                            healthy,
-                            urgent,
-                            queued,
-                            unqueued,
-                        },
-                        checkpoint_every,
-                    )
-                }
+                let flags = flags.clone();
+                move || write_loop(trail, rx, &flags, checkpoint_every)
             })
             .expect("spawning the audit writer thread");
         Audit {
@@ -178,11 +159,8 @@ impl Audit {
             max_backlog: MAX_BACKLOG,
             inner: Arc::new(Inner::Writer {
                 tx: Mutex::new(Some(tx)),
-                healthy,
                 writer: thread.thread().clone(),
-                urgent,
-                queued,
-                unqueued,
+                flags,
                 thread: Mutex::new(Some(thread)),
             }),
         }
@@ -231,7 +209,7 @@ impl Audit {
     /// Records waiting for the writer thread to take them (its backlog).
     pub fn queued(&self) -> usize {
         match &*self.inner {
-            Inner::Writer { queued, .. } => queued.load(Ordering::Relaxed),
+            Inner::Writer { flags, .. } => flags.queued.load(Ordering::Relaxed),
             Inner::Direct(_) => 0,
         }
     }
@@ -246,7 +224,7 @@ impl Audit {
     /// Whether the last write succeeded; write calls are refused while not.
     pub fn healthy(&self) -> bool {
         match &*self.inner {
-            Inner::Writer { healthy, .. } => healthy.load(Ordering::Acquire),
+            Inner::Writer { flags, .. } => flags.healthy.load(Ordering::Acquire),
             Inner::Direct(_) => true,
         }
     }
@@ -256,11 +234,11 @@ impl Audit {
     pub fn record(&self, event: Event) {
         self.observe(&event);
         match &*self.inner {
-            Inner::Writer { unqueued, .. } if self.behind().is_some() => {
+            Inner::Writer { flags, .. } if self.behind().is_some() => {
                 // Calls are refused meanwhile (`dispatch`); what is still
                 // recorded (those refusals, sessions opening and closing) is
                 // counted, not queued, so the backlog cannot grow without end.
-                unqueued.fetch_add(1, Ordering::Relaxed);
+                flags.unqueued.fetch_add(1, Ordering::Relaxed);
             }
             Inner::Writer { .. } => {
                 if self.send(Message::Record { event, ack: None }).is_err() {
@@ -355,14 +333,14 @@ impl Audit {
 
     /// Ends a gathering wait of the writer: something waits for it.
     fn wake_writer(&self) {
-        if let Inner::Writer { writer, urgent, .. } = &*self.inner {
-            urgent.store(true, Ordering::Release);
+        if let Inner::Writer { writer, flags, .. } = &*self.inner {
+            flags.urgent.store(true, Ordering::Release);
             writer.unpark();
         }
     }
 
     fn send(&self, message: Message) -> Result<(), AuditError> {
-        let Inner::Writer { tx, queued, .. } = &*self.inner else {
+        let Inner::Writer { tx, flags, .. } = &*self.inner else {
             return Err(AuditError::Stopped);
         };
         let is_urgent = matches!(message, Message::Record { ack: Some(_), .. });
@@ -373,11 +351,11 @@ impl Audit {
                 // Counted before it is sent, so the writer's decrement never
                 // comes first.
                 if is_record {
-                    queued.fetch_add(1, Ordering::Relaxed);
+                    flags.queued.fetch_add(1, Ordering::Relaxed);
                 }
                 if sender.send(message).is_err() {
                     if is_record {
-                        queued.fetch_sub(1, Ordering::Relaxed);
+                        flags.queued.fetch_sub(1, Ordering::Relaxed);
                     }
                     return Err(AuditError::Stopped);
                 }
@@ -420,16 +398,21 @@ fn take(
 
 /// What the writer thread shares with the handles.
 struct Flags {
-    healthy: Arc<AtomicBool>,
-    urgent: Arc<AtomicBool>,
-    queued: Arc<AtomicUsize>,
-    unqueued: Arc<AtomicU64>,
+    /// Whether the last write succeeded.
+    healthy: AtomicBool,
+    /// Set when a record someone waits for is queued.
+    urgent: AtomicBool,
+    /// Records sent and not yet taken by the writer.
+    queued: AtomicUsize,
+    /// Records not queued because the writer was far behind, for the writer
+    /// to report (`audit_records_lost`).
+    unqueued: AtomicU64,
 }
 
 fn write_loop(
     mut trail: Trail,
     rx: mpsc::Receiver<Message>,
-    flags: Flags,
+    flags: &Flags,
     checkpoint_every: Duration,
 ) {
     let Flags {
@@ -466,7 +449,7 @@ fn write_loop(
         if let Some(message) = first {
             take(
                 message,
-                &queued,
+                queued,
                 &mut redactor,
                 &mut events,
                 &mut acks,
@@ -488,7 +471,7 @@ fn write_loop(
                 match rx.try_recv() {
                     Ok(message) => take(
                         message,
-                        &queued,
+                        queued,
                         &mut redactor,
                         &mut events,
                         &mut acks,
@@ -647,10 +630,10 @@ mod tests {
         assert!(queued >= 50, "{queued}");
         audit.record(revoked(601));
         assert_eq!(audit.queued(), queued, "queued while far behind");
-        let Inner::Writer { unqueued, .. } = &*audit.inner else {
+        let Inner::Writer { flags, .. } = &*audit.inner else {
             unreachable!()
         };
-        let lost = unqueued.load(Ordering::Relaxed);
+        let lost = flags.unqueued.load(Ordering::Relaxed);
         assert!(lost >= 1);
         stall.unlock().unwrap();
         let caught_up = std::time::Instant::now();

@@ -113,10 +113,10 @@ pub struct Sandbox {
     /// the pool.
     key: EngineKey,
     cache: Option<ComponentCache>,
-    /// Where the cache was asked to be, usable or not: no plugin may be
-    /// granted it (a plugin could plant native code there for a later
-    /// start whose cache works).
-    cache_folder: Option<PathBuf>,
+    /// Where the cache was asked to be when it could not be used: no plugin
+    /// may be granted it all the same (a plugin could plant native code
+    /// there for a later start whose cache works).
+    unusable_cache: Option<PathBuf>,
     /// The engine meters fuel (some plugin sets `limits.fuel`).
     fuel: bool,
     /// Components by digest: several plugins built from one component are
@@ -233,7 +233,7 @@ impl Sandbox {
             settings,
             runtime: Arc::default(),
             key: EngineKey::of(&probe),
-            cache_folder: cache.as_ref().map(|c| c.path().to_path_buf()),
+            unusable_cache: None,
             cache,
             fuel: settings.fuel,
             compiled: Arc::default(),
@@ -317,15 +317,16 @@ impl Sandbox {
     /// Records where the cache was asked to be when it could not be used,
     /// so that plugins' grants are kept out of it all the same.
     pub fn keep_grants_out_of(&mut self, folder: PathBuf) {
-        if self.cache.is_none() {
-            self.cache_folder = Some(folder);
-        }
+        self.unusable_cache = self.cache.is_none().then_some(folder);
     }
 
     /// The cache's folder (where it is, or where it was asked to be if it
     /// could not be used), which no plugin may be granted.
     pub fn cache_folder(&self) -> Option<&Path> {
-        self.cache_folder.as_deref()
+        self.cache
+            .as_ref()
+            .map(ComponentCache::path)
+            .or(self.unusable_cache.as_deref())
     }
 
     /// Whether the cache holds compiled code for `digest`.

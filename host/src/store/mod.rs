@@ -267,6 +267,27 @@ pub struct Approval {
     pub note: Option<String>,
 }
 
+impl Approval {
+    /// The state and expiry that `decision` at `at` gives this approval, as
+    /// both backends write them, or why it cannot be decided (it was).
+    fn decided(
+        &self,
+        decision: Decision,
+        at: UnixSecs,
+    ) -> Result<(&'static str, UnixSecs), StoreError> {
+        if self.state != ApprovalState::Pending {
+            return Err(StoreError::AlreadyDecided {
+                id: self.id.clone(),
+                state: self.state,
+            });
+        }
+        Ok(match decision {
+            Decision::Approve => ("approved", at + APPROVED_FOR_SECS),
+            Decision::Deny => ("denied", self.expires_at),
+        })
+    }
+}
+
 /// What asking for an approval needs.
 #[derive(Debug, Clone)]
 pub struct ApprovalRequest {

@@ -326,6 +326,26 @@ fn an_entry_others_may_write_is_compiled_afresh_not_loaded() {
     }
 }
 
+/// The fixture as plugin `name`, granted the directory `host` in `mode`.
+fn granted(name: &str, host: &std::path::Path, mode: &str) -> PluginEntry {
+    PluginEntry::fixture_as(
+        name,
+        &format!(
+            "config = {{ prefix = \"{name}\" }}\nfiles = [{{ host = \"{}\", guest = \"/g\", mode = \"{mode}\" }}]",
+            host.display()
+        ),
+    )
+}
+
+/// Asserts that `log` refuses `plugin` for a grant overlapping the cache.
+fn refused_for_the_cache(log: &str, plugin: &str) {
+    let refusal = log
+        .lines()
+        .find(|l| l.contains(&format!("plugin `{plugin}` refused")))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(refusal.contains("compiled-component cache"), "{refusal}");
+}
+
 #[test]
 fn a_cache_reached_through_a_symlink_is_checked_and_used_where_it_really_is() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
@@ -340,20 +360,8 @@ fn a_cache_reached_through_a_symlink_is_checked_and_used_where_it_really_is() {
         "entries are written in the folder the link points to"
     );
     // A plugin granted that folder under another name is still refused.
-    let grant = PluginEntry::fixture_as(
-        "reader",
-        &format!(
-            "config = {{ prefix = \"reader\" }}\nfiles = [{{ host = \"{}\", guest = \"/c\", mode = \"ro\" }}]",
-            real.path().display()
-        ),
-    );
-    let m = manifest(vec![grant]);
-    let log = start_with_cache(&m, &link);
-    let refusal = log
-        .lines()
-        .find(|l| l.contains("plugin `reader` refused"))
-        .unwrap_or_else(|| panic!("{log}"));
-    assert!(refusal.contains("compiled-component cache"), "{refusal}");
+    let m = manifest(vec![granted("reader", real.path(), "ro")]);
+    refused_for_the_cache(&start_with_cache(&m, &link), "reader");
 }
 
 #[test]
@@ -361,27 +369,13 @@ fn no_plugin_may_be_granted_the_cache_folder_or_a_folder_around_it() {
     let place = tempfile::tempdir().unwrap();
     let cache = place.path().join("cache");
     std::fs::create_dir(&cache).unwrap();
-    let grant = |name: &str, host: &std::path::Path, mode: &str| {
-        PluginEntry::fixture_as(
-            name,
-            &format!(
-                "config = {{ prefix = \"{name}\" }}\nfiles = [{{ host = \"{}\", guest = \"/g\", mode = \"{mode}\" }}]",
-                host.display()
-            ),
-        )
-    };
     let m = manifest(vec![
-        grant("inside", &cache, "rw"),
-        grant("around", place.path(), "ro"),
+        granted("inside", &cache, "rw"),
+        granted("around", place.path(), "ro"),
     ]);
     let log = start_with_cache(&m, &cache);
-    for plugin in ["inside", "around"] {
-        let refusal = log
-            .lines()
-            .find(|l| l.contains(&format!("plugin `{plugin}` refused")))
-            .unwrap_or_else(|| panic!("{log}"));
-        assert!(refusal.contains("compiled-component cache"), "{refusal}");
-    }
+    refused_for_the_cache(&log, "inside");
+    refused_for_the_cache(&log, "around");
 }
 
 #[test]
@@ -392,21 +386,10 @@ fn a_cache_folder_that_cannot_be_used_may_not_be_granted_either() {
     let cache = place.path().join("cache");
     std::fs::create_dir(&cache).unwrap();
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let grant = PluginEntry::fixture_as(
-        "planter",
-        &format!(
-            "config = {{ prefix = \"planter\" }}\nfiles = [{{ host = \"{}\", guest = \"/g\", mode = \"rw\" }}]",
-            cache.display()
-        ),
-    );
-    let log = start_with_cache(&manifest(vec![grant]), &cache);
+    let log = start_with_cache(&manifest(vec![granted("planter", &cache, "rw")]), &cache);
     assert!(
         log.contains("writable by its group or other users"),
         "{log}"
     );
-    let refusal = log
-        .lines()
-        .find(|l| l.contains("plugin `planter` refused"))
-        .unwrap_or_else(|| panic!("{log}"));
-    assert!(refusal.contains("compiled-component cache"), "{refusal}");
+    refused_for_the_cache(&log, "planter");
 }

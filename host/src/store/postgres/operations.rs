@@ -11,10 +11,9 @@ use super::rows::{
 use crate::store::accounts::{SEEN_EVERY_SECS, STALE_SIGN_IN_SECS};
 use crate::store::token::{self, TaskToken};
 use crate::store::{
-    APPROVED_FOR_SECS, Account, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal,
-    Charged, Decision, MAX_PENDING_PER_TASK, NewTask, Role, SignIn, SignInLimits, StateError,
-    Store, StoreError, Task, TaskState, json_list, now, operator, random_id, ttl_secs, usage_after,
-    valid_state_key,
+    Account, Approval, ApprovalRequest, Charge, ChargeRefusal, Charged, Decision,
+    MAX_PENDING_PER_TASK, NewTask, Role, SignIn, SignInLimits, StateError, Store, StoreError, Task,
+    TaskState, json_list, now, operator, random_id, ttl_secs, usage_after, valid_state_key,
 };
 
 #[async_trait::async_trait]
@@ -405,17 +404,8 @@ impl Store for PostgresStore {
         let approval = load_approval(self, &tx, id, true)
             .await?
             .ok_or_else(|| StoreError::NoApproval(id.into()))?;
-        if approval.state != ApprovalState::Pending {
-            return Err(StoreError::AlreadyDecided {
-                id: id.into(),
-                state: approval.state,
-            });
-        }
         let at = now();
-        let (state, expires_at) = match decision {
-            Decision::Approve => ("approved", at + APPROVED_FOR_SECS),
-            Decision::Deny => ("denied", approval.expires_at),
-        };
+        let (state, expires_at) = approval.decided(decision, at)?;
         tx.execute(
             "UPDATE approval SET state = $2, expires_at = $3, decided_at = $4, decided_by = $5,
                                  channel = $6, note = $7

@@ -45,7 +45,7 @@ pub(super) fn install(
         wake: None,
     };
     conn.wal_hook(Some(move |wal: &mut Wal, pages: c_int| {
-        if pages >= CHECKPOINT_PAGES && !checkpoints.ask() || pages >= LAST_RESORT_PAGES {
+        if (pages >= CHECKPOINT_PAGES && !checkpoints.ask()) || pages >= LAST_RESORT_PAGES {
             // No thread to do it (it could not start) or it falls far
             // behind: checkpoint here, as SQLite itself would, rather than
             // let the WAL grow without end.

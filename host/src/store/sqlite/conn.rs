@@ -15,12 +15,11 @@
 use std::cell::Cell;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, TryLockError};
-
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
 
 use rusqlite::Connection;
+use tokio::sync::Notify;
 
 use crate::store::StoreError;
 
@@ -66,27 +65,38 @@ pub(super) struct Slot {
     checkpoint_waits: AtomicBool,
 }
 
-/// Wakes one waiter when an operation lets go of the connection, also when
-/// it let go by panicking.
-struct WakeOnRelease<'a>(&'a Notify);
+/// The connection while an operation holds it. Letting go wakes one
+/// waiter, after the lock is released, also when the operation panicked.
+struct Held<'a> {
+    conn: Option<MutexGuard<'a, Connection>>,
+    freed: &'a Notify,
+}
 
-impl Drop for WakeOnRelease<'_> {
+impl Drop for Held<'_> {
     fn drop(&mut self) {
-        self.0.notify_one();
+        self.conn.take();
+        self.freed.notify_one();
     }
 }
 
 impl Slot {
+    fn held<'a>(&'a self, conn: MutexGuard<'a, Connection>) -> Held<'a> {
+        Held {
+            conn: Some(conn),
+            freed: &self.freed,
+        }
+    }
+
     /// Runs `op` holding the connection, waiting for it on this thread, and
     /// ahead of the runtime's tries: for the checkpoint thread, never the
     /// runtime. (A checkpoint never meets another process's lock, so
     /// `MET_BUSY` is not kept here.)
     pub(super) fn hold<R>(&self, op: impl FnOnce(&mut Connection) -> R) -> R {
-        let _wake = WakeOnRelease(&self.freed);
         self.checkpoint_waits.store(true, Ordering::Release);
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         self.checkpoint_waits.store(false, Ordering::Release);
-        op(&mut conn)
+        let mut held = self.held(conn);
+        op(held.conn.as_mut().expect("held until dropped"))
     }
 
     /// One try of `op`, if the connection is free. A panic while holding it
@@ -99,19 +109,14 @@ impl Slot {
         if self.checkpoint_waits.load(Ordering::Acquire) {
             return None;
         }
-        // Declared before the guard, so it wakes a waiter after the guard
-        // let go.
-        let wake = WakeOnRelease(&self.freed);
-        let mut conn = match self.conn.try_lock() {
+        let conn = match self.conn.try_lock() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                std::mem::forget(wake);
-                return None;
-            }
+            Err(TryLockError::WouldBlock) => return None,
         };
+        let mut held = self.held(conn);
         MET_BUSY.set(false);
-        Some(op(&mut conn))
+        Some(op(held.conn.as_mut().expect("held until dropped")))
     }
 }
 

@@ -35,10 +35,10 @@ use self::schema::migrate;
 use super::accounts::{SEEN_EVERY_SECS, STALE_SIGN_IN_SECS};
 use super::token::{self, TaskToken};
 use super::{
-    APPROVED_FOR_SECS, Account, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal,
-    Charged, Decision, MAX_PENDING_PER_TASK, NewTask, Role, SignIn, SignInLimits, StateError,
-    Store, StoreError, Task, TaskState, UnixSecs, json_list, now, operator, random_id, ttl_secs,
-    usage_after, valid_state_key,
+    Account, Approval, ApprovalRequest, Charge, ChargeRefusal, Charged, Decision,
+    MAX_PENDING_PER_TASK, NewTask, Role, SignIn, SignInLimits, StateError, Store, StoreError, Task,
+    TaskState, UnixSecs, json_list, now, operator, random_id, ttl_secs, usage_after,
+    valid_state_key,
 };
 
 /// The file name inside `state_dir`.
@@ -73,7 +73,7 @@ impl SqliteStore {
         };
         setup(&mut conn).map_err(|e| fail(e.to_string()))?;
         migrate(&mut conn).map_err(fail)?;
-        // From here on, every operation waits in `with_conn` instead, and
+        // From here on, every operation waits in `Shared::run` instead, and
         // checkpoints are made on a thread of their own (`Shared::new`).
         let conn = Shared::new(conn, &path).map_err(|e| fail(e.to_string()))?;
         Ok(SqliteStore { path, conn })
@@ -86,18 +86,11 @@ impl SqliteStore {
 
     /// `PRAGMA integrity_check`: "ok" or the problems found.
     pub async fn integrity_check(&self) -> Result<String, StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            Ok(conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
-        })
-        .await
-    }
-
-    /// Runs `op` on the connection ([`Shared::run`]).
-    async fn with_conn<T, E: From<StoreError>>(
-        &self,
-        op: impl FnMut(&mut Connection) -> Result<T, E>,
-    ) -> Result<T, E> {
-        self.conn.run(op).await
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                Ok(conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+            })
+            .await
     }
 }
 
@@ -138,7 +131,8 @@ impl Store for SqliteStore {
         let id = random_id("task")?;
         let at = now();
         let task = self
-            .with_conn(|conn| -> Result<_, StoreError> {
+            .conn
+            .run(|conn| -> Result<_, StoreError> {
                 // One transaction, so that a try that fails after the
                 // insert leaves nothing for the next try to collide with.
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -177,26 +171,29 @@ impl Store for SqliteStore {
         grants: &[String],
         ttl: Duration,
     ) -> Result<Task, StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let at = now();
-            match load_task(&tx, id)? {
-                Some(task) if !task.ad_hoc => return Err(StoreError::TaskExists(id.to_string())),
-                Some(task) if task.revoked_at.is_some() => {
-                    return Err(StoreError::TaskClosed {
-                        id: id.to_string(),
-                        state: TaskState::Revoked,
-                        what: "a revoked task cannot be served again",
-                    });
-                }
-                Some(_) => {
-                    tx.execute(
-                        "UPDATE task SET grants = ?2, expires_at = ?3 WHERE id = ?1",
-                        params![id, json_list(grants), at.saturating_add(ttl_secs(ttl))],
-                    )?;
-                }
-                None => {
-                    tx.execute(
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let at = now();
+                match load_task(&tx, id)? {
+                    Some(task) if !task.ad_hoc => {
+                        return Err(StoreError::TaskExists(id.to_string()));
+                    }
+                    Some(task) if task.revoked_at.is_some() => {
+                        return Err(StoreError::TaskClosed {
+                            id: id.to_string(),
+                            state: TaskState::Revoked,
+                            what: "a revoked task cannot be served again",
+                        });
+                    }
+                    Some(_) => {
+                        tx.execute(
+                            "UPDATE task SET grants = ?2, expires_at = ?3 WHERE id = ?1",
+                            params![id, json_list(grants), at.saturating_add(ttl_secs(ttl))],
+                        )?;
+                    }
+                    None => {
+                        tx.execute(
                         "INSERT INTO task (id, purpose, opened_by, opened_at, expires_at, grants,
                                        pre_approved, ad_hoc)
                      VALUES (?1, 'ad-hoc task of toolhost serve --task', ?2, ?3, ?4, ?5, '[]', 1)",
@@ -208,96 +205,100 @@ impl Store for SqliteStore {
                             json_list(grants)
                         ],
                     )?;
+                    }
                 }
-            }
-            let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
-            tx.commit()?;
-            Ok(task)
-        })
-        .await
+                let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+                tx.commit()?;
+                Ok(task)
+            })
+            .await
     }
 
     async fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
-        self.with_conn(|conn| Ok(load_task(conn, id)?)).await
+        self.conn.run(|conn| Ok(load_task(conn, id)?)).await
     }
 
     async fn tasks(&self) -> Result<Vec<Task>, StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let mut stmt = conn.prepare(&format!(
-                "SELECT {TASK_COLUMNS} FROM task ORDER BY opened_at DESC, id"
-            ))?;
-            let rows = stmt.query_map([], task_from_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
-        .await
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let mut stmt = conn.prepare(&format!(
+                    "SELECT {TASK_COLUMNS} FROM task ORDER BY opened_at DESC, id"
+                ))?;
+                let rows = stmt.query_map([], task_from_row)?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await
     }
 
     async fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let changed = tx.execute(
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let changed = tx.execute(
             "UPDATE task SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL",
             params![id, now(), by],
         )?;
-            // Questions to a human about a task that is over would only mislead.
-            tx.execute(
-                "UPDATE approval SET state = 'expired', settled = 1
+                // Questions to a human about a task that is over would only mislead.
+                tx.execute(
+                    "UPDATE approval SET state = 'expired', settled = 1
              WHERE task_id = ?1 AND state IN ('pending', 'approved')",
-                [id],
-            )?;
-            let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
-            tx.commit()?;
-            if changed == 0 {
-                tracing::info!(task = id, "task was already revoked");
-            }
-            Ok(task)
-        })
-        .await
+                    [id],
+                )?;
+                let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+                tx.commit()?;
+                if changed == 0 {
+                    tracing::info!(task = id, "task was already revoked");
+                }
+                Ok(task)
+            })
+            .await
     }
 
     async fn extend_task(&self, id: &str, ttl: Duration, _by: &str) -> Result<Task, StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
-            if task.revoked_at.is_some() {
-                return Err(StoreError::TaskClosed {
-                    id: id.to_string(),
-                    state: TaskState::Revoked,
-                    what: "a revoked task cannot be extended; open a new one",
-                });
-            }
-            tx.execute(
-                "UPDATE task SET expires_at = ?2 WHERE id = ?1",
-                params![id, now().saturating_add(ttl_secs(ttl))],
-            )?;
-            let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
-            tx.commit()?;
-            Ok(task)
-        })
-        .await
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+                if task.revoked_at.is_some() {
+                    return Err(StoreError::TaskClosed {
+                        id: id.to_string(),
+                        state: TaskState::Revoked,
+                        what: "a revoked task cannot be extended; open a new one",
+                    });
+                }
+                tx.execute(
+                    "UPDATE task SET expires_at = ?2 WHERE id = ?1",
+                    params![id, now().saturating_add(ttl_secs(ttl))],
+                )?;
+                let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
+                tx.commit()?;
+                Ok(task)
+            })
+            .await
     }
 
     async fn authenticate(&self, presented: &str) -> Result<Option<Task>, StoreError> {
         let Some((token_id, secret)) = token::parse(presented) else {
             return Ok(None);
         };
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let row: Option<(String, Vec<u8>)> = conn
-                .query_row(
-                    "SELECT id, token_sha256 FROM task WHERE token_id = ?1",
-                    [token_id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let Some((task_id, stored)) = row else {
-                return Ok(None);
-            };
-            if !token::matches(secret, &stored) {
-                return Ok(None);
-            }
-            Ok(load_task(conn, &task_id)?)
-        })
-        .await
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let row: Option<(String, Vec<u8>)> = conn
+                    .query_row(
+                        "SELECT id, token_sha256 FROM task WHERE token_id = ?1",
+                        [token_id],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()?;
+                let Some((task_id, stored)) = row else {
+                    return Ok(None);
+                };
+                if !token::matches(secret, &stored) {
+                    return Ok(None);
+                }
+                Ok(load_task(conn, &task_id)?)
+            })
+            .await
     }
 
     async fn charge(
@@ -306,132 +307,134 @@ impl Store for SqliteStore {
         tool: &str,
         charge: Charge<'_>,
     ) -> Result<Result<Charged, ChargeRefusal>, StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            if charge == Charge::Read {
-                // The statement's own transaction holds the write lock from the
-                // check to the charge. This spares a task-bound read the
-                // `BEGIN`, the task's read and the `COMMIT` of the general case;
-                // the lock and the WAL append, most of the cost, remain. The
-                // time is SQLite's (`unixepoch()`, the same clock and whole
-                // seconds as `now()`), read once the lock is held, as the
-                // general case reads it after `BEGIN IMMEDIATE`: a wait for
-                // another process's lock cannot charge a task that expired
-                // meanwhile.
-                let mut spend = conn.prepare_cached(
-                    "UPDATE task SET calls_used = calls_used + 1
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                if charge == Charge::Read {
+                    // The statement's own transaction holds the write lock from the
+                    // check to the charge. This spares a task-bound read the
+                    // `BEGIN`, the task's read and the `COMMIT` of the general case;
+                    // the lock and the WAL append, most of the cost, remain. The
+                    // time is SQLite's (`unixepoch()`, the same clock and whole
+                    // seconds as `now()`), read once the lock is held, as the
+                    // general case reads it after `BEGIN IMMEDIATE`: a wait for
+                    // another process's lock cannot charge a task that expired
+                    // meanwhile.
+                    let mut spend = conn.prepare_cached(
+                        "UPDATE task SET calls_used = calls_used + 1
                  WHERE id = ?1 AND revoked_at IS NULL AND expires_at > unixepoch()
                    AND (max_calls IS NULL OR calls_used < max_calls)
                  RETURNING calls_used",
-                )?;
-                let mut rows = spend.query([task_id])?;
-                let spent: Option<i64> = rows.next()?.map(|r| r.get(0)).transpose()?;
-                // Stepped to its end, where the statement commits: a failed
-                // commit (a full disk) is an error here, not a charge that was
-                // reported and then rolled back.
-                while rows.next()?.is_some() {}
-                if let Some(calls_used) = spent {
-                    return Ok(Ok(Charged {
-                        calls_used: calls_used as u64,
-                        approval: None,
-                    }));
-                }
-                // Closed, spent or unknown: the transaction below says which
-                // (or charges, if the task changed in between).
-            }
-            // IMMEDIATE takes the write lock first, so the check and the charge
-            // cannot interleave with another process's charge.
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let at = now();
-            let task =
-                load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
-            let writes = charge != Charge::Read;
-            if let Some(refusal) = task.refusal(at, tool, writes) {
-                return Ok(Err(refusal));
-            }
-            if writes {
-                tx.execute(
-                    "DELETE FROM task_write WHERE task_id = ?1 AND at <= ?2",
-                    params![task_id, at - 3600],
-                )?;
-                if let Some(per_hour) = task.writes_per_hour {
-                    let recent: i64 = tx.query_row(
-                        "SELECT count(*) FROM task_write WHERE task_id = ?1",
-                        [task_id],
-                        |r| r.get(0),
                     )?;
-                    if recent >= i64::from(per_hour) {
-                        return Ok(Err(ChargeRefusal::WriteRateExhausted { per_hour }));
+                    let mut rows = spend.query([task_id])?;
+                    let spent: Option<i64> = rows.next()?.map(|r| r.get(0)).transpose()?;
+                    // Stepped to its end, where the statement commits: a failed
+                    // commit (a full disk) is an error here, not a charge that was
+                    // reported and then rolled back.
+                    while rows.next()?.is_some() {}
+                    if let Some(calls_used) = spent {
+                        return Ok(Ok(Charged {
+                            calls_used: calls_used as u64,
+                            approval: None,
+                        }));
                     }
+                    // Closed, spent or unknown: the transaction below says which
+                    // (or charges, if the task changed in between).
                 }
-                tx.execute(
-                    "INSERT INTO task_write (task_id, at) VALUES (?1, ?2)",
-                    params![task_id, at],
-                )?;
-            }
-            let mut approval = None;
-            if let Charge::Destructive { binding } = charge
-                && !task.pre_approves(tool)
-            {
-                let used: Option<String> = tx
-                    .query_row(
-                        "UPDATE approval SET state = 'used', settled = 1
+                // IMMEDIATE takes the write lock first, so the check and the charge
+                // cannot interleave with another process's charge.
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let at = now();
+                let task =
+                    load_task(&tx, task_id)?.ok_or_else(|| StoreError::NoTask(task_id.into()))?;
+                let writes = charge != Charge::Read;
+                if let Some(refusal) = task.refusal(at, tool, writes) {
+                    return Ok(Err(refusal));
+                }
+                if writes {
+                    tx.execute(
+                        "DELETE FROM task_write WHERE task_id = ?1 AND at <= ?2",
+                        params![task_id, at - 3600],
+                    )?;
+                    if let Some(per_hour) = task.writes_per_hour {
+                        let recent: i64 = tx.query_row(
+                            "SELECT count(*) FROM task_write WHERE task_id = ?1",
+                            [task_id],
+                            |r| r.get(0),
+                        )?;
+                        if recent >= i64::from(per_hour) {
+                            return Ok(Err(ChargeRefusal::WriteRateExhausted { per_hour }));
+                        }
+                    }
+                    tx.execute(
+                        "INSERT INTO task_write (task_id, at) VALUES (?1, ?2)",
+                        params![task_id, at],
+                    )?;
+                }
+                let mut approval = None;
+                if let Charge::Destructive { binding } = charge
+                    && !task.pre_approves(tool)
+                {
+                    let used: Option<String> = tx
+                        .query_row(
+                            "UPDATE approval SET state = 'used', settled = 1
                      WHERE id = (SELECT id FROM approval
                                  WHERE task_id = ?1 AND binding = ?2 AND state = 'approved'
                                    AND settled = 0 AND expires_at > ?3
                                  ORDER BY requested_at LIMIT 1)
                      RETURNING id",
-                        params![task_id, binding, at],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                if used.is_none() {
-                    return Ok(Err(ChargeRefusal::ApprovalMissing));
+                            params![task_id, binding, at],
+                            |r| r.get(0),
+                        )
+                        .optional()?;
+                    if used.is_none() {
+                        return Ok(Err(ChargeRefusal::ApprovalMissing));
+                    }
+                    approval = used;
                 }
-                approval = used;
-            }
-            tx.prepare_cached("UPDATE task SET calls_used = calls_used + 1 WHERE id = ?1")?
-                .execute([task_id])?;
-            // The write lock is held since the read: nobody else charged.
-            tx.commit()?;
-            Ok(Ok(Charged {
-                calls_used: task.calls_used + 1,
-                approval,
-            }))
-        })
-        .await
+                tx.prepare_cached("UPDATE task SET calls_used = calls_used + 1 WHERE id = ?1")?
+                    .execute([task_id])?;
+                // The write lock is held since the read: nobody else charged.
+                tx.commit()?;
+                Ok(Ok(Charged {
+                    calls_used: task.calls_used + 1,
+                    approval,
+                }))
+            })
+            .await
     }
 
     async fn request_approval(&self, request: ApprovalRequest) -> Result<Approval, StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let at = now();
-            let existing: Option<String> = tx
-                .query_row(
-                    "SELECT id FROM approval
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let at = now();
+                let existing: Option<String> = tx
+                    .query_row(
+                        "SELECT id FROM approval
                  WHERE task_id = ?1 AND binding = ?2 AND settled = 0 AND expires_at > ?3
                    AND state IN ('pending', 'approved')
                  ORDER BY requested_at DESC LIMIT 1",
-                    params![request.task_id, request.binding, at],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let id = match existing {
-                Some(id) => id,
-                None => {
-                    let waiting: i64 = tx.query_row(
-                        "SELECT count(*) FROM approval
-                     WHERE task_id = ?1 AND state = 'pending' AND expires_at > ?2",
-                        params![request.task_id, at],
+                        params![request.task_id, request.binding, at],
                         |r| r.get(0),
-                    )?;
-                    if waiting as usize >= MAX_PENDING_PER_TASK {
-                        return Err(StoreError::TooManyPending(
-                            request.task_id.clone(),
-                            waiting as usize,
-                        ));
-                    }
-                    let id = random_id("ap")?;
-                    tx.execute(
+                    )
+                    .optional()?;
+                let id = match existing {
+                    Some(id) => id,
+                    None => {
+                        let waiting: i64 = tx.query_row(
+                            "SELECT count(*) FROM approval
+                     WHERE task_id = ?1 AND state = 'pending' AND expires_at > ?2",
+                            params![request.task_id, at],
+                            |r| r.get(0),
+                        )?;
+                        if waiting as usize >= MAX_PENDING_PER_TASK {
+                            return Err(StoreError::TooManyPending(
+                                request.task_id.clone(),
+                                waiting as usize,
+                            ));
+                        }
+                        let id = random_id("ap")?;
+                        tx.execute(
                     "INSERT INTO approval (id, task_id, tool, binding, arguments, summary, state,
                                            requested_at, expires_at, operator_only,
                                            in_client, asked_by)
@@ -450,14 +453,14 @@ impl Store for SqliteStore {
                         request.asked_by,
                     ],
                 )?;
-                    id
-                }
-            };
-            let approval = load_approval(&tx, &id)?.ok_or(StoreError::NoApproval(id))?;
-            tx.commit()?;
-            Ok(approval)
-        })
-        .await
+                        id
+                    }
+                };
+                let approval = load_approval(&tx, &id)?.ok_or(StoreError::NoApproval(id))?;
+                tx.commit()?;
+                Ok(approval)
+            })
+            .await
     }
 
     async fn decide(
@@ -468,33 +471,25 @@ impl Store for SqliteStore {
         channel: &str,
         note: Option<&str>,
     ) -> Result<Approval, StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let approval =
-                load_approval(&tx, id)?.ok_or_else(|| StoreError::NoApproval(id.into()))?;
-            if approval.state != ApprovalState::Pending {
-                return Err(StoreError::AlreadyDecided {
-                    id: id.into(),
-                    state: approval.state,
-                });
-            }
-            let at = now();
-            let (state, expires_at) = match decision {
-                Decision::Approve => ("approved", at + APPROVED_FOR_SECS),
-                Decision::Deny => ("denied", approval.expires_at),
-            };
-            tx.execute(
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let approval =
+                    load_approval(&tx, id)?.ok_or_else(|| StoreError::NoApproval(id.into()))?;
+                let at = now();
+                let (state, expires_at) = approval.decided(decision, at)?;
+                tx.execute(
                 "UPDATE approval SET state = ?2, expires_at = ?3, decided_at = ?4, decided_by = ?5,
                                  channel = ?6, note = ?7
              WHERE id = ?1",
                 params![id, state, expires_at, at, by, channel, note],
             )?;
-            let approval =
-                load_approval(&tx, id)?.ok_or_else(|| StoreError::NoApproval(id.into()))?;
-            tx.commit()?;
-            Ok(approval)
-        })
-        .await
+                let approval =
+                    load_approval(&tx, id)?.ok_or_else(|| StoreError::NoApproval(id.into()))?;
+                tx.commit()?;
+                Ok(approval)
+            })
+            .await
     }
 
     async fn take_denial(
@@ -502,28 +497,29 @@ impl Store for SqliteStore {
         task_id: &str,
         binding: &str,
     ) -> Result<Option<Approval>, StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let id: Option<String> = tx
-                .query_row(
-                    "SELECT id FROM approval
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let id: Option<String> = tx
+                    .query_row(
+                        "SELECT id FROM approval
                  WHERE task_id = ?1 AND binding = ?2 AND state = 'denied' AND settled = 0
                  ORDER BY requested_at DESC LIMIT 1",
-                    params![task_id, binding],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let Some(id) = id else { return Ok(None) };
-            tx.execute("UPDATE approval SET settled = 1 WHERE id = ?1", [&id])?;
-            let approval = load_approval(&tx, &id)?;
-            tx.commit()?;
-            Ok(approval)
-        })
-        .await
+                        params![task_id, binding],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let Some(id) = id else { return Ok(None) };
+                tx.execute("UPDATE approval SET settled = 1 WHERE id = ?1", [&id])?;
+                let approval = load_approval(&tx, &id)?;
+                tx.commit()?;
+                Ok(approval)
+            })
+            .await
     }
 
     async fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
-        self.with_conn(|conn| Ok(load_approval(conn, id)?)).await
+        self.conn.run(|conn| Ok(load_approval(conn, id)?)).await
     }
 
     async fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError> {
@@ -534,30 +530,32 @@ impl Store for SqliteStore {
         } else {
             "WHERE ?1 IS NOT NULL"
         };
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let mut stmt = conn.prepare(&format!(
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let mut stmt = conn.prepare(&format!(
                 "SELECT {APPROVAL_COLUMNS} FROM approval {filter} ORDER BY requested_at DESC, id"
             ))?;
-            let rows = stmt.query_map([now()], approval_from_row)?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
-        .await
+                let rows = stmt.query_map([now()], approval_from_row)?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await
     }
 
     async fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
         if !valid_state_key(key) {
             return Err(StateError::InvalidKey);
         }
-        self.with_conn(|conn| {
-            conn.query_row(
-                "SELECT value FROM plugin_state WHERE plugin = ?1 AND key = ?2",
-                [plugin, key],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(unavailable)
-        })
-        .await
+        self.conn
+            .run(|conn| {
+                conn.query_row(
+                    "SELECT value FROM plugin_state WHERE plugin = ?1 AND key = ?2",
+                    [plugin, key],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(unavailable)
+            })
+            .await
     }
 
     async fn state_set(
@@ -588,55 +586,57 @@ impl Store for SqliteStore {
         if !valid_state_key(key) {
             return Err(StateError::InvalidKey);
         }
-        self.with_conn(|conn| -> Result<_, StateError> {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
-            let freed: Option<i64> = tx
-                .query_row(
-                    "DELETE FROM plugin_state WHERE plugin = ?1 AND key = ?2
+        self.conn
+            .run(|conn| -> Result<_, StateError> {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(unavailable)?;
+                let freed: Option<i64> = tx
+                    .query_row(
+                        "DELETE FROM plugin_state WHERE plugin = ?1 AND key = ?2
                  RETURNING length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))",
-                    [plugin, key],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(unavailable)?;
-            if let Some(freed) = freed {
-                tx.execute(
-                    "UPDATE plugin_usage SET bytes = max(bytes - ?2, 0) WHERE plugin = ?1",
-                    params![plugin, freed],
-                )
-                .map_err(unavailable)?;
-            }
-            tx.commit().map_err(unavailable)?;
-            Ok(freed.is_some())
-        })
-        .await
+                        [plugin, key],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(unavailable)?;
+                if let Some(freed) = freed {
+                    tx.execute(
+                        "UPDATE plugin_usage SET bytes = max(bytes - ?2, 0) WHERE plugin = ?1",
+                        params![plugin, freed],
+                    )
+                    .map_err(unavailable)?;
+                }
+                tx.commit().map_err(unavailable)?;
+                Ok(freed.is_some())
+            })
+            .await
     }
 
     async fn state_list(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, StateError> {
-        self.with_conn(|conn| -> Result<_, StateError> {
-            // A range scan on the primary key rather than LIKE, which would
-            // treat `%` and `_` in the prefix as wildcards.
-            let mut stmt = conn
-                .prepare(
-                    "SELECT key FROM plugin_state WHERE plugin = ?1 AND key >= ?2 ORDER BY key",
-                )
-                .map_err(unavailable)?;
-            let rows = stmt
-                .query_map([plugin, prefix], |r| r.get::<_, String>(0))
-                .map_err(unavailable)?;
-            let mut keys = Vec::new();
-            for key in rows {
-                let key = key.map_err(unavailable)?;
-                if !key.starts_with(prefix) {
-                    break;
+        self.conn
+            .run(|conn| -> Result<_, StateError> {
+                // A range scan on the primary key rather than LIKE, which would
+                // treat `%` and `_` in the prefix as wildcards.
+                let mut stmt = conn
+                    .prepare(
+                        "SELECT key FROM plugin_state WHERE plugin = ?1 AND key >= ?2 ORDER BY key",
+                    )
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map([plugin, prefix], |r| r.get::<_, String>(0))
+                    .map_err(unavailable)?;
+                let mut keys = Vec::new();
+                for key in rows {
+                    let key = key.map_err(unavailable)?;
+                    if !key.starts_with(prefix) {
+                        break;
+                    }
+                    keys.push(key);
                 }
-                keys.push(key);
-            }
-            Ok(keys)
-        })
-        .await
+                Ok(keys)
+            })
+            .await
     }
 
     async fn state_rename(
@@ -649,38 +649,40 @@ impl Store for SqliteStore {
         if !valid_state_key(to) {
             return Err(StoreError::InvalidKey(to.into()));
         }
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let taken: bool = tx.query_row(
-                "SELECT count(*) > 0 FROM plugin_state WHERE plugin = ?1 AND key = ?2",
-                [plugin, to],
-                |r| r.get(0),
-            )?;
-            if taken {
-                return Err(StoreError::KeyExists(to.into()));
-            }
-            let n = tx.execute(
-                "UPDATE plugin_state SET key = ?3 WHERE plugin = ?1 AND key = ?2",
-                [plugin, from, to],
-            )?;
-            if n == 0 {
-                return Err(StoreError::NoKey(from.into()));
-            }
-            // An operator's move may take the plugin past its quota; the
-            // plugin's next write then fails, which is the operator's call.
-            tx.execute(
-                "UPDATE plugin_usage SET bytes = max(bytes + ?2, 0) WHERE plugin = ?1",
-                params![plugin, to.len() as i64 - from.len() as i64],
-            )?;
-            tx.commit()?;
-            Ok(())
-        })
-        .await
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let taken: bool = tx.query_row(
+                    "SELECT count(*) > 0 FROM plugin_state WHERE plugin = ?1 AND key = ?2",
+                    [plugin, to],
+                    |r| r.get(0),
+                )?;
+                if taken {
+                    return Err(StoreError::KeyExists(to.into()));
+                }
+                let n = tx.execute(
+                    "UPDATE plugin_state SET key = ?3 WHERE plugin = ?1 AND key = ?2",
+                    [plugin, from, to],
+                )?;
+                if n == 0 {
+                    return Err(StoreError::NoKey(from.into()));
+                }
+                // An operator's move may take the plugin past its quota; the
+                // plugin's next write then fails, which is the operator's call.
+                tx.execute(
+                    "UPDATE plugin_usage SET bytes = max(bytes + ?2, 0) WHERE plugin = ?1",
+                    params![plugin, to.len() as i64 - from.len() as i64],
+                )?;
+                tx.commit()?;
+                Ok(())
+            })
+            .await
     }
 
     async fn add_account(&self, account: &Account) -> Result<(), StoreError> {
         let inserted = self
-            .with_conn(|conn| -> Result<_, StoreError> {
+            .conn
+            .run(|conn| -> Result<_, StoreError> {
                 Ok(conn.execute(
                     "INSERT INTO operator (name, role, password_hash, created_at, created_by)
                      VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name) DO NOTHING",
@@ -702,36 +704,39 @@ impl Store for SqliteStore {
 
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
         let query = format!("SELECT {ACCOUNT_COLUMNS} FROM operator WHERE name = ?1");
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            Ok(conn
-                .query_row(&query, [name], account_from_row)
-                .optional()?)
-        })
-        .await
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                Ok(conn
+                    .query_row(&query, [name], account_from_row)
+                    .optional()?)
+            })
+            .await
     }
 
     async fn accounts(&self) -> Result<Vec<Account>, StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let mut statement = conn.prepare(&format!(
-                "SELECT {ACCOUNT_COLUMNS} FROM operator ORDER BY name"
-            ))?;
-            let rows = statement.query_map([], account_from_row)?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
-        })
-        .await
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let mut statement = conn.prepare(&format!(
+                    "SELECT {ACCOUNT_COLUMNS} FROM operator ORDER BY name"
+                ))?;
+                let rows = statement.query_map([], account_from_row)?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .await
     }
 
     async fn remove_account(&self, name: &str, _by: &str) -> Result<(), StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute("DELETE FROM sign_in WHERE operator = ?1", [name])?;
-            if tx.execute("DELETE FROM operator WHERE name = ?1", [name])? == 0 {
-                return Err(StoreError::NoOperator(name.into()));
-            }
-            tx.commit()?;
-            Ok(())
-        })
-        .await
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                tx.execute("DELETE FROM sign_in WHERE operator = ?1", [name])?;
+                if tx.execute("DELETE FROM operator WHERE name = ?1", [name])? == 0 {
+                    return Err(StoreError::NoOperator(name.into()));
+                }
+                tx.commit()?;
+                Ok(())
+            })
+            .await
     }
 
     async fn set_password(
@@ -740,20 +745,21 @@ impl Store for SqliteStore {
         password_hash: &str,
         _by: &str,
     ) -> Result<(), StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let changed = tx.execute(
-                "UPDATE operator SET password_hash = ?2 WHERE name = ?1",
-                params![name, password_hash],
-            )?;
-            if changed == 0 {
-                return Err(StoreError::NoOperator(name.into()));
-            }
-            tx.execute("DELETE FROM sign_in WHERE operator = ?1", [name])?;
-            tx.commit()?;
-            Ok(())
-        })
-        .await
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let changed = tx.execute(
+                    "UPDATE operator SET password_hash = ?2 WHERE name = ?1",
+                    params![name, password_hash],
+                )?;
+                if changed == 0 {
+                    return Err(StoreError::NoOperator(name.into()));
+                }
+                tx.execute("DELETE FROM sign_in WHERE operator = ?1", [name])?;
+                tx.commit()?;
+                Ok(())
+            })
+            .await
     }
 
     async fn open_sign_in(
@@ -763,20 +769,21 @@ impl Store for SqliteStore {
         csrf: &str,
     ) -> Result<(), StoreError> {
         let at = now();
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            // Sign-ins nobody ended: gone a day after the longest one could last.
-            conn.execute(
-                "DELETE FROM sign_in WHERE created_at < ?1",
-                [at - STALE_SIGN_IN_SECS],
-            )?;
-            conn.execute(
-                "INSERT INTO sign_in (cookie_sha256, operator, csrf, created_at, seen_at)
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                // Sign-ins nobody ended: gone a day after the longest one could last.
+                conn.execute(
+                    "DELETE FROM sign_in WHERE created_at < ?1",
+                    [at - STALE_SIGN_IN_SECS],
+                )?;
+                conn.execute(
+                    "INSERT INTO sign_in (cookie_sha256, operator, csrf, created_at, seen_at)
              VALUES (?1, ?2, ?3, ?4, ?4)",
-                params![cookie_sha256.as_slice(), operator, csrf, at],
-            )?;
-            Ok(())
-        })
-        .await
+                    params![cookie_sha256.as_slice(), operator, csrf, at],
+                )?;
+                Ok(())
+            })
+            .await
     }
 
     async fn sign_in(
@@ -785,63 +792,65 @@ impl Store for SqliteStore {
         limits: SignInLimits,
     ) -> Result<Option<SignIn>, StoreError> {
         let at = now();
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            let found = conn
-                .query_row(
-                    "SELECT s.operator, o.role, s.csrf, s.created_at, s.seen_at
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
+                let found = conn
+                    .query_row(
+                        "SELECT s.operator, o.role, s.csrf, s.created_at, s.seen_at
                  FROM sign_in s JOIN operator o ON o.name = s.operator
                  WHERE s.cookie_sha256 = ?1",
-                    [cookie_sha256.as_slice()],
-                    |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, String>(1)?,
-                            row.get::<_, String>(2)?,
-                            row.get::<_, UnixSecs>(3)?,
-                            row.get::<_, UnixSecs>(4)?,
-                        ))
-                    },
-                )
-                .optional()?;
-            let Some((operator, role, csrf, created_at, seen_at)) = found else {
-                return Ok(None);
-            };
-            if !limits.alive(created_at, seen_at, at) {
+                        [cookie_sha256.as_slice()],
+                        |row| {
+                            Ok((
+                                row.get::<_, String>(0)?,
+                                row.get::<_, String>(1)?,
+                                row.get::<_, String>(2)?,
+                                row.get::<_, UnixSecs>(3)?,
+                                row.get::<_, UnixSecs>(4)?,
+                            ))
+                        },
+                    )
+                    .optional()?;
+                let Some((operator, role, csrf, created_at, seen_at)) = found else {
+                    return Ok(None);
+                };
+                if !limits.alive(created_at, seen_at, at) {
+                    conn.execute(
+                        "DELETE FROM sign_in WHERE cookie_sha256 = ?1",
+                        [cookie_sha256.as_slice()],
+                    )?;
+                    return Ok(None);
+                }
+                // An unknown role (written by a newer host) grants nothing here.
+                let Some(role) = Role::parse(&role) else {
+                    return Ok(None);
+                };
+                if at - seen_at >= SEEN_EVERY_SECS {
+                    conn.execute(
+                        "UPDATE sign_in SET seen_at = ?2 WHERE cookie_sha256 = ?1",
+                        params![cookie_sha256.as_slice(), at],
+                    )?;
+                }
+                Ok(Some(SignIn {
+                    operator,
+                    role,
+                    csrf,
+                    created_at,
+                }))
+            })
+            .await
+    }
+
+    async fn close_sign_in(&self, cookie_sha256: &[u8; 32]) -> Result<(), StoreError> {
+        self.conn
+            .run(|conn| -> Result<_, StoreError> {
                 conn.execute(
                     "DELETE FROM sign_in WHERE cookie_sha256 = ?1",
                     [cookie_sha256.as_slice()],
                 )?;
-                return Ok(None);
-            }
-            // An unknown role (written by a newer host) grants nothing here.
-            let Some(role) = Role::parse(&role) else {
-                return Ok(None);
-            };
-            if at - seen_at >= SEEN_EVERY_SECS {
-                conn.execute(
-                    "UPDATE sign_in SET seen_at = ?2 WHERE cookie_sha256 = ?1",
-                    params![cookie_sha256.as_slice(), at],
-                )?;
-            }
-            Ok(Some(SignIn {
-                operator,
-                role,
-                csrf,
-                created_at,
-            }))
-        })
-        .await
-    }
-
-    async fn close_sign_in(&self, cookie_sha256: &[u8; 32]) -> Result<(), StoreError> {
-        self.with_conn(|conn| -> Result<_, StoreError> {
-            conn.execute(
-                "DELETE FROM sign_in WHERE cookie_sha256 = ?1",
-                [cookie_sha256.as_slice()],
-            )?;
-            Ok(())
-        })
-        .await
+                Ok(())
+            })
+            .await
     }
 }
 
@@ -858,48 +867,49 @@ impl SqliteStore {
         if !valid_state_key(key) {
             return Err(StateError::InvalidKey);
         }
-        self.with_conn(|conn| -> Result<_, StateError> {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
-            let current: Option<String> = tx
-                .query_row(
-                    "SELECT value FROM plugin_state WHERE plugin = ?1 AND key = ?2",
-                    [plugin, key],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(unavailable)?;
-            if let Some(expected) = expected
-                && expected != current.as_deref()
-            {
-                return Ok(false);
-            }
-            let used: i64 = tx
-                .query_row(
-                    "SELECT bytes FROM plugin_usage WHERE plugin = ?1",
-                    [plugin],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(unavailable)?
-                .unwrap_or(0);
-            let after = usage_after(used, key, current.as_deref(), value, quota)?;
-            tx.execute(
-                "INSERT INTO plugin_state (plugin, key, value) VALUES (?1, ?2, ?3)
+        self.conn
+            .run(|conn| -> Result<_, StateError> {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(unavailable)?;
+                let current: Option<String> = tx
+                    .query_row(
+                        "SELECT value FROM plugin_state WHERE plugin = ?1 AND key = ?2",
+                        [plugin, key],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(unavailable)?;
+                if let Some(expected) = expected
+                    && expected != current.as_deref()
+                {
+                    return Ok(false);
+                }
+                let used: i64 = tx
+                    .query_row(
+                        "SELECT bytes FROM plugin_usage WHERE plugin = ?1",
+                        [plugin],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(unavailable)?
+                    .unwrap_or(0);
+                let after = usage_after(used, key, current.as_deref(), value, quota)?;
+                tx.execute(
+                    "INSERT INTO plugin_state (plugin, key, value) VALUES (?1, ?2, ?3)
              ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value",
-                [plugin, key, value],
-            )
-            .map_err(unavailable)?;
-            tx.execute(
-                "INSERT INTO plugin_usage (plugin, bytes) VALUES (?1, ?2)
+                    [plugin, key, value],
+                )
+                .map_err(unavailable)?;
+                tx.execute(
+                    "INSERT INTO plugin_usage (plugin, bytes) VALUES (?1, ?2)
              ON CONFLICT (plugin) DO UPDATE SET bytes = excluded.bytes",
-                params![plugin, after as i64],
-            )
-            .map_err(unavailable)?;
-            tx.commit().map_err(unavailable)?;
-            Ok(true)
-        })
-        .await
+                    params![plugin, after as i64],
+                )
+                .map_err(unavailable)?;
+                tx.commit().map_err(unavailable)?;
+                Ok(true)
+            })
+            .await
     }
 }
