@@ -243,6 +243,7 @@ impl Toolhost {
             retryable: None,
             duration_us: None,
             grant: None,
+            outcome_by_plugin: false,
         };
         let mut started = false;
         let outcome = match tool {
@@ -256,6 +257,7 @@ impl Toolhost {
             Ok(_) => "ok".into(),
             Err(e) => e.code().into_owned(),
         });
+        record.outcome_by_plugin = matches!(outcome, Err(CallError::Plugin { .. }));
         if let Some(approval) = outcome.as_ref().err().and_then(CallError::approval) {
             record.grant = Some(format!("approval:{approval}"));
         }

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -52,6 +53,14 @@ struct TransportLabel {
 struct DecisionLabel {
     decision: String,
 }
+
+/// The `destination` of an outbound request outside the plugin's
+/// allow-list.
+const NOT_ALLOWED: &str = "(not allowed)";
+
+/// How many `tool_calls_total` series may carry an error code a plugin
+/// chose, across the host.
+pub const PLUGIN_CODE_SERIES: usize = 256;
 
 /// Buckets for call and store latencies, in seconds: 100 µs to about 30 s.
 fn latency() -> Histogram {
@@ -99,6 +108,8 @@ pub struct Metrics {
     instances_live: Gauge,
     /// When each approval this process asked for was asked, until decided.
     asked: Mutex<HashMap<String, Instant>>,
+    /// Series labelled with a plugin's own error code so far.
+    plugin_codes: AtomicUsize,
 }
 
 impl Default for Metrics {
@@ -213,6 +224,7 @@ impl Metrics {
             in_flight,
             queue_depth,
             asked: Mutex::new(HashMap::new()),
+            plugin_codes: AtomicUsize::new(0),
         }
     }
 
@@ -237,13 +249,22 @@ impl Metrics {
                     Some(_) => record.tool.clone(),
                     None => "(unknown)".to_string(),
                 };
-                self.calls
-                    .get_or_create(&CallLabels {
-                        tool: tool.clone(),
-                        risk: record.risk.clone().unwrap_or_else(|| "none".into()),
-                        outcome,
-                    })
-                    .inc();
+                let mut labels = CallLabels {
+                    tool: tool.clone(),
+                    risk: record.risk.clone().unwrap_or_else(|| "none".into()),
+                    outcome,
+                };
+                // A plugin's own error codes are worth a label each, but a
+                // plugin choosing a new one per call would grow the registry
+                // without bound: past the budget, new ones count as
+                // `plugin_error` (the trail keeps the code).
+                if record.outcome_by_plugin
+                    && self.calls.get(&labels).is_none()
+                    && self.plugin_codes.fetch_add(1, Ordering::Relaxed) >= PLUGIN_CODE_SERIES
+                {
+                    labels.outcome = "plugin_error".into();
+                }
+                self.calls.get_or_create(&labels).inc();
                 if let Some(us) = record.duration_us {
                     self.call_seconds
                         .get_or_create(&ToolLabel { tool })
@@ -252,15 +273,17 @@ impl Metrics {
             }
             Event::OutboundRequest {
                 plugin,
-                url,
                 outcome,
+                allowed_by,
                 ..
             } => {
-                let destination = url
-                    .parse::<http::Uri>()
-                    .ok()
-                    .and_then(|u| u.host().map(str::to_string))
-                    .unwrap_or_else(|| "unknown".into());
+                // The URL's host is the plugin's choice: labelled by it, a
+                // plugin sending to a new name each time (refused, or under a
+                // wildcard entry) would grow the registry without bound. The
+                // allow-list's entries are the operator's, and few.
+                let destination = allowed_by
+                    .clone()
+                    .unwrap_or_else(|| NOT_ALLOWED.to_string());
                 self.outbound
                     .get_or_create(&OutboundLabels {
                         plugin: plugin.clone(),

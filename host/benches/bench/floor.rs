@@ -112,6 +112,7 @@ fn metrics_per_call(iterations: usize) -> Vec<std::time::Duration> {
         retryable: None,
         duration_us: Some(40),
         grant: None,
+        outcome_by_plugin: false,
     });
     const BATCH: u32 = 100;
     (0..iterations / 10)

@@ -79,6 +79,12 @@ pub enum Event {
         address: Option<String>,
         detail: Option<String>,
         duration_us: u64,
+        /// The host of the allow-list entry the destination falls under
+        /// (`*.example.com` for a wildcard), `None` if none does. For the
+        /// metrics, whose labels must come from the manifest, not from the
+        /// plugin; the record has the URL.
+        #[serde(skip)]
+        allowed_by: Option<String>,
     },
     /// A write or destructive call is about to run: on disk before the
     /// plugin is entered, so a crash mid-call still leaves its trace.
@@ -208,6 +214,10 @@ pub struct CallRecord {
     /// the one it asked for or was refused by).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grant: Option<String>,
+    /// The outcome is an error code the plugin chose, not one of the
+    /// host's: the metrics bound how many of those they label.
+    #[serde(skip)]
+    pub outcome_by_plugin: bool,
 }
 
 /// SHA-256 (hex) of each text a tool hands the model: its title and

@@ -619,11 +619,20 @@ mod tests {
         let first = audit.record_blocking(revoked(0)).unwrap();
         assert_eq!(audit.behind(), None);
         // The disk stalls: every append waits for the trail's lock, held
-        // here. The writer takes one batch (at most 512) and waits; the
-        // rest queues up to the limit and is counted beyond it.
+        // here. The writer takes the first record, gathers for `GATHER` and
+        // then waits on the lock, so the backlog that follows queues up to
+        // the limit and is counted beyond it (sent sooner, the limit's worth
+        // could go into the writer's batch and leave nothing queued).
         let stall = std::fs::File::open(dir.path().join(trail::AUDIT_DIR).join(".lock")).unwrap();
         stall.lock().unwrap();
-        for n in 1..=600 {
+        audit.record(revoked(1));
+        let taken = std::time::Instant::now();
+        while audit.queued() > 0 {
+            assert!(taken.elapsed() < Duration::from_secs(20));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(GATHER * 100);
+        for n in 2..=600 {
             audit.record(revoked(n));
         }
         let queued = audit.behind().expect("far behind");

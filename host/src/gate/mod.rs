@@ -222,6 +222,7 @@ struct Attempt {
     credentials: Vec<String>,
     started: Instant,
     refusal: Arc<Mutex<Option<Refusal>>>,
+    allowed_by: Option<String>,
 }
 
 impl Attempt {
@@ -260,6 +261,7 @@ impl Attempt {
                     .as_micros()
                     .try_into()
                     .unwrap_or(u64::MAX),
+                allowed_by: self.allowed_by.clone(),
             });
         }
     }
@@ -331,6 +333,12 @@ impl WasiHttpHooks for Egress {
             "{}://{shown_host}:{port}",
             scheme.map_or("?", Scheme::as_str)
         );
+        let listed = scheme.and_then(|scheme| {
+            self.gate
+                .allow
+                .iter()
+                .find(|a| a.destination.matches(scheme, &host, port))
+        });
         // The query is left out of the record: it may carry personal data.
         let mut attempt = Attempt {
             gate: self.gate.clone(),
@@ -341,6 +349,7 @@ impl WasiHttpHooks for Egress {
             credentials: Vec::new(),
             started: Instant::now(),
             refusal: self.refusal.clone(),
+            allowed_by: listed.map(|entry| entry.destination.host.to_string()),
         };
         let denied = |attempt: &Attempt, detail: String, body: WasiBody| -> Sending {
             send::drain(body);
@@ -401,11 +410,7 @@ impl WasiHttpHooks for Egress {
             );
             return denied(&attempt, detail, request.into_body());
         }
-        let Some(entry) = gate
-            .allow
-            .iter()
-            .find(|a| a.destination.matches(scheme, &host, port))
-        else {
+        let Some(entry) = listed else {
             let detail = format!(
                 "{origin} is not in plugin `{}`'s network allow-list",
                 gate.plugin

@@ -138,14 +138,20 @@ impl HostPattern {
     }
 }
 
+impl fmt::Display for HostPattern {
+    /// As the manifest writes it: `[::1]`, `api.example.com`, `*.example.com`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostPattern::Exact(h) if h.contains(':') => write!(f, "[{h}]"),
+            HostPattern::Exact(h) => f.write_str(h),
+            HostPattern::Subdomains(suffix) => write!(f, "*{suffix}"),
+        }
+    }
+}
+
 impl fmt::Display for Destination {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let host = match &self.host {
-            HostPattern::Exact(h) if h.contains(':') => format!("[{h}]"),
-            HostPattern::Exact(h) => h.clone(),
-            HostPattern::Subdomains(suffix) => format!("*{suffix}"),
-        };
-        write!(f, "{}://{host}:{}", self.scheme.as_str(), self.port)
+        write!(f, "{}://{}:{}", self.scheme.as_str(), self.host, self.port)
     }
 }
 

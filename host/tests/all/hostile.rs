@@ -424,3 +424,50 @@ fn the_host_refuses_to_start_when_a_grant_holds_its_admin_token() {
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn a_plugin_inventing_error_codes_cannot_grow_the_metrics() {
+    const ADMIN_TOKEN: &str = "admin-token-for-plugin-error-codes-01234";
+    let m = manifest(vec![PluginEntry::fixture()]);
+    let host = http_env(
+        &m,
+        &["--admin", "127.0.0.1:0"],
+        &[("TOOLHOST_ADMIN_TOKEN", ADMIN_TOKEN)],
+    );
+    let client = connect(&host.url).await;
+    let calls = 600;
+    for i in 0..calls {
+        // Codes it keeps using, and a new one for every other call.
+        let code = if i % 2 == 0 {
+            format!("invented_{i}")
+        } else {
+            format!("kept_{}", i % 3)
+        };
+        let error = refused(
+            &client,
+            "fixture_fault_run",
+            json!({ "fault": "error-code", "code": code }),
+        )
+        .await;
+        assert_eq!(
+            error["code"],
+            json!(code),
+            "the client still gets the plugin's code"
+        );
+    }
+    let series = scrape(&host, ADMIN_TOKEN, "toolhost_tool_calls_total").await;
+    let count = |outcome: &str| {
+        series
+            .iter()
+            .find(|s| s.labels["outcome"] == outcome)
+            .map_or(0, |s| s.value.parse::<u32>().unwrap())
+    };
+    // The first 256 codes get a series each (3 kept, 253 invented); the
+    // other 47 invented are counted as `plugin_error`.
+    assert_eq!(series.len(), 256 + 1, "{series:?}");
+    assert_eq!(count("kept_0") + count("kept_1") + count("kept_2"), 300);
+    assert_eq!(count("invented_0"), 1);
+    assert_eq!(count("plugin_error"), 47);
+    let total: u32 = series.iter().map(|s| s.value.parse::<u32>().unwrap()).sum();
+    assert_eq!(total, calls);
+}

@@ -410,6 +410,70 @@ async fn a_hostile_plugin_gets_no_secret_and_reaches_nothing_it_was_not_allowed(
 }
 
 #[tokio::test]
+async fn outbound_metrics_are_labelled_by_the_allow_list_not_by_the_plugins_urls() {
+    const ADMIN_TOKEN: &str = "admin-token-for-outbound-metrics-0123456";
+    let server = upstream("an-upstream-token").await;
+    let allowed = format!("http://{}", server.addr());
+    let m = manifest(vec![PluginEntry::spy().with(&format!(
+        "network = {{ allow = [\
+         {{ destination = \"{allowed}\", addresses = [\"127.0.0.1/32\"] }}, \
+         \"http://*.example.test\"] }}"
+    ))]);
+    let host = http_env(
+        &m,
+        &["--admin", "127.0.0.1:0"],
+        &[("TOOLHOST_ADMIN_TOKEN", ADMIN_TOKEN)],
+    );
+    let client = connect(&host.url).await;
+    let send = |url: String, method: &str| json!({ "url": url, "method": method });
+    ok(
+        &client,
+        "spy_http_send",
+        send(format!("{allowed}/echo/headers"), "GET"),
+    )
+    .await;
+    // A plugin naming a new host each time: refused as outside the list,
+    // and (under the wildcard, before any lookup) for its method.
+    let outside = (0..20).map(|i| (format!("http://h{i}.example.com/"), "GET"));
+    let wildcard = (0..5).map(|i| (format!("http://w{i}.example.test/"), "DELETE"));
+    for (url, method) in outside.chain(wildcard) {
+        let error = refused(&client, "spy_http_send", send(url, method)).await;
+        assert_eq!(error["code"], json!("network_denied"), "{error}");
+    }
+
+    let mut series: Vec<(String, String, String)> =
+        scrape(&host, ADMIN_TOKEN, "toolhost_outbound_requests_total")
+            .await
+            .into_iter()
+            .map(|s| {
+                (
+                    s.labels["destination"].clone(),
+                    s.labels["outcome"].clone(),
+                    s.value,
+                )
+            })
+            .collect();
+    series.sort();
+    let host_label = server.addr().ip().to_string();
+    assert_eq!(
+        series,
+        [
+            (
+                "(not allowed)".to_string(),
+                "network_denied".to_string(),
+                "20".to_string()
+            ),
+            (
+                "*.example.test".to_string(),
+                "network_denied".to_string(),
+                "5".to_string()
+            ),
+            (host_label, "ok".to_string(), "1".to_string()),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_missing_or_exposed_secret_refuses_the_plugin_with_a_clear_error() {
     let secret = fresh_secret();
     let crm_server = upstream(&secret).await;

@@ -637,3 +637,44 @@ pub fn http_client() -> reqwest::Client {
     toolhost::registry::install_crypto_provider();
     reqwest::Client::new()
 }
+
+/// One series of a metric read from `/metrics`: its labels and its value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub value: String,
+}
+
+/// The series of `metric` the host's admin listener reports, read with
+/// `token`.
+pub async fn scrape(host: &HttpHost, token: &str, metric: &str) -> Vec<Series> {
+    let admin = host.admin.as_deref().expect("a host started with --admin");
+    let text = http_client()
+        .get(format!("{}/metrics", admin.trim_end_matches("/v1")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prefix = format!("{metric}{{");
+    text.lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .map(|rest| {
+            let (labels, value) = rest.rsplit_once("} ").expect("labels, then a value");
+            // Label values here never hold `",`.
+            let labels = labels
+                .split("\",")
+                .filter_map(|pair| pair.split_once("=\""))
+                .map(|(k, v)| (k.to_string(), v.trim_end_matches('"').to_string()))
+                .collect();
+            Series {
+                labels,
+                value: value.to_string(),
+            }
+        })
+        .collect()
+}
