@@ -12,13 +12,13 @@ use super::vetted::{Difference, differences, vetted_tool};
 use super::{Catalog, CatalogPlugin, CatalogTool, ToolSchema};
 use crate::gate::Network;
 use crate::manifest::{
-    ComponentSource, FileGrant, FileMode, Grants, Manifest, PluginDecl, PluginName, Sha256Digest,
-    ToolName, Vetted,
+    ComponentSource, FileMode, Grants, Manifest, PluginDecl, PluginName, Sha256Digest, ToolName,
+    Vetted,
 };
 use crate::queue::CallQueue;
 use crate::sandbox::{
-    Described, DescribedTool, FileStamp, Interfaces, Origin, PluginShared, PreparedPlugin, Sandbox,
-    ToolSpec,
+    Described, DescribedTool, FileStamp, GrantedDir, Interfaces, Origin, PluginShared,
+    PreparedPlugin, Sandbox, ToolSpec,
 };
 use crate::store::Store;
 
@@ -219,26 +219,27 @@ async fn load_with(
     catalog
 }
 
-/// Each plugin's `files`, with host paths made canonical, or why they
-/// cannot be granted. A directory may not hold, or lie in, the host's own
-/// state (the store, the audit trail and the compiled-code cache, which the
-/// host loads as native code, wherever `TOOLHOST_CACHE_DIR` puts it), nor
-/// hold the secrets file or the manifest.
-/// Two grants may not nest where either is writable: a plugin that can
-/// write a parent could swap the child for a symlink before the child is
-/// opened again for the next instance.
+/// Each plugin's `files`, each directory opened once (instances reopen that
+/// handle) and checked where it really is, or why they cannot be granted.
+/// A directory may not hold, or lie in, the host's own state (the store, the
+/// audit trail and the compiled-code cache, which the host loads as native
+/// code, wherever `TOOLHOST_CACHE_DIR` puts it), nor hold the secrets file
+/// or the manifest.
+/// Two grants may not nest where either is writable: the writable one would
+/// reach into the other, past its mode or its plugin.
 fn granted_directories(
     manifest: &Manifest,
     clashes: &[Option<(ToolName, String)>],
     cache: Option<&Path>,
-) -> Vec<Result<Vec<FileGrant>, String>> {
+) -> Vec<Result<Vec<GrantedDir>, String>> {
     let canonical =
         |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let state_dir = canonical(&manifest.state_dir);
     let cache = cache.map(canonical);
     let mut protected = vec![canonical(&manifest.path)];
     protected.extend(manifest.secrets_file.as_deref().map(canonical));
-    let mut granted: Vec<(&PluginName, FileGrant)> = Vec::new();
+    // Every grant so far: its plugin, real path and mode.
+    let mut granted: Vec<(&PluginName, PathBuf, FileMode)> = Vec::new();
     let mut outcomes = Vec::with_capacity(manifest.plugins.len());
     for (decl, clash) in manifest.plugins.iter().zip(clashes) {
         // A plugin refused for its name is never served: its grants bind no one.
@@ -246,63 +247,55 @@ fn granted_directories(
             outcomes.push(Ok(Vec::new()));
             continue;
         }
-        let mut grants = Vec::with_capacity(decl.files.len());
+        let mut grants: Vec<GrantedDir> = Vec::with_capacity(decl.files.len());
         let outcome = decl.files.iter().try_for_each(|grant| {
-            // Opened once here as each instance's preopen will open it (a
-            // cap-std directory), so a missing directory, or a file, refuses
-            // the plugin at start rather than at its first call.
-            let cannot_open = |e: std::io::Error| {
+            // A missing directory, or a file, refuses the plugin at start
+            // rather than at its first call.
+            let opened = GrantedDir::open(&grant.host, &grant.guest, grant.mode).map_err(|e| {
                 format!(
                     "files: cannot open directory {} (for {}): {e}",
                     grant.host.display(),
                     grant.guest
                 )
-            };
-            cap_std::fs::Dir::open_ambient_dir(&grant.host, cap_std::ambient_authority())
-                .map_err(cannot_open)?;
-            let host = std::fs::canonicalize(&grant.host).map_err(cannot_open)?;
+            })?;
+            let host = &opened.real;
             let shown = host.display();
-            if host.starts_with(&state_dir) || state_dir.starts_with(&host) {
+            if host.starts_with(&state_dir) || state_dir.starts_with(host) {
                 return Err(format!(
                     "files: {shown} overlaps the host's state_dir {}; grant a directory outside it",
                     state_dir.display()
                 ));
             }
-            if let Some(cache) = cache.as_ref().filter(|c| host.starts_with(c) || c.starts_with(&host)) {
+            if let Some(cache) = cache.as_ref().filter(|c| host.starts_with(c) || c.starts_with(host)) {
                 return Err(format!(
                     "files: {shown} overlaps the compiled-component cache {} (TOOLHOST_CACHE_DIR), whose native code the host runs; grant a directory outside it",
                     cache.display()
                 ));
             }
-            if let Some(file) = protected.iter().find(|f| f.starts_with(&host)) {
+            if let Some(file) = protected.iter().find(|f| f.starts_with(host)) {
                 return Err(format!(
                     "files: {shown} holds {}, which no plugin may see; grant a directory without it",
                     file.display()
                 ));
             }
-            let nested = granted.iter().chain(grants.iter()).find(|(_, other)| {
-                (host.starts_with(&other.host) || other.host.starts_with(&host))
-                    && (grant.mode == FileMode::Rw || other.mode == FileMode::Rw)
+            let mine = grants.iter().map(|g| (&decl.name, &g.real, g.mode));
+            let others = granted.iter().map(|(owner, real, mode)| (*owner, real, *mode));
+            let nested = others.chain(mine).find(|(_, other, mode)| {
+                (host.starts_with(other) || other.starts_with(host))
+                    && (grant.mode == FileMode::Rw || *mode == FileMode::Rw)
             });
-            if let Some((owner, other)) = nested {
+            if let Some((owner, other, _)) = nested {
                 return Err(format!(
                     "files: {shown} overlaps {} (granted to plugin `{owner}`) and one of them is writable; grant directories that do not contain each other",
-                    other.host.display()
+                    other.display()
                 ));
             }
-            grants.push((
-                &decl.name,
-                FileGrant {
-                    host,
-                    guest: grant.guest.clone(),
-                    mode: grant.mode,
-                },
-            ));
+            grants.push(opened);
             Ok(())
         });
         outcomes.push(outcome.map(|()| {
-            granted.extend(grants.iter().cloned());
-            grants.into_iter().map(|(_, g)| g).collect()
+            granted.extend(grants.iter().map(|g| (&decl.name, g.real.clone(), g.mode)));
+            grants
         }));
     }
     outcomes
@@ -328,7 +321,7 @@ pub fn grant_holding(manifest: &Manifest, file: &Path) -> Option<(PluginName, Pa
 async fn vet(
     decl: &PluginDecl,
     manifest: &Manifest,
-    files: Vec<FileGrant>,
+    files: Vec<GrantedDir>,
     sandbox: &Sandbox,
     store: &Arc<dyn Store>,
     network: Option<&Network>,

@@ -10,7 +10,7 @@ mod state;
 
 pub use bindings::{CallContext, ToolError, ToolSpec};
 pub use cache::{CacheError, ComponentCache, Described, DescribedTool, FileStamp, Origin};
-pub use state::PluginShared;
+pub use state::{GrantedDir, PluginShared};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -2,11 +2,14 @@
 //! the contract gives a plugin (`config`, `log`, `state`, WASI, wasi:http).
 //!
 //! Everything here is per instance. Nothing a plugin can call reaches past
-//! it: WASI is built with no environment, arguments, preopens, sockets or
-//! name lookup, the plugin's stdout and stderr go to the host log, and
-//! wasi:http goes through the network gate.
+//! it: WASI is built with no environment, arguments, sockets or name lookup
+//! and no directories beyond the manifest's `files` (opened once, at load),
+//! the plugin's stdout and stderr go to the host log, and wasi:http goes
+//! through the network gate.
 
 use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,7 +24,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Level, toolhost::plugin};
 use crate::gate::{Egress, Gate};
-use crate::manifest::{FileGrant, FileMode, Limits, PluginName};
+use crate::manifest::{FileMode, Limits, PluginName};
 use crate::redact::Redactor;
 use crate::store::{StateError, Store};
 
@@ -42,8 +45,43 @@ pub struct PluginShared {
     pub store: Arc<dyn Store>,
     /// Where its outbound HTTP may go.
     pub gate: Arc<Gate>,
-    /// The host directories it may see, opened again for each instance.
-    pub files: Vec<FileGrant>,
+    /// The host directories it may see.
+    pub files: Vec<GrantedDir>,
+}
+
+/// A `files` grant's directory, opened once when the catalog loads. Each
+/// instance's preopen opens this very directory again through
+/// `/proc/self/fd` (wasmtime-wasi takes a path, not a handle), so renaming
+/// the path or putting a symlink in its place after the load's checks
+/// changes nothing a plugin sees.
+pub struct GrantedDir {
+    dir: cap_std::fs::Dir,
+    /// Where the directory is, read back from the open handle: what the
+    /// load's overlap checks compare.
+    pub real: PathBuf,
+    /// Where the plugin sees it, such as `/kb`.
+    pub guest: String,
+    pub mode: FileMode,
+}
+
+impl GrantedDir {
+    /// Opens `host` (symlinks on the way are followed, as in any manifest
+    /// path); fails if it is not a directory that can be opened.
+    pub fn open(host: &Path, guest: &str, mode: FileMode) -> std::io::Result<GrantedDir> {
+        let dir = cap_std::fs::Dir::open_ambient_dir(host, cap_std::ambient_authority())?;
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
+        Ok(GrantedDir {
+            dir,
+            real,
+            guest: guest.to_string(),
+            mode,
+        })
+    }
+
+    /// A path that opens the directory held, wherever it is now.
+    fn held(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+    }
 }
 
 /// The `Store` data of one plugin instance.
@@ -94,8 +132,8 @@ impl PluginState {
                 FileMode::Ro => FsPerms::ReadOnly,
                 FileMode::Rw => FsPerms::ReadWrite,
             };
-            wasi.preopened_dir(&grant.host, &grant.guest, perms)
-                .map_err(|e| format!("cannot open {}: {e:#}", grant.host.display()))?;
+            wasi.preopened_dir(grant.held(), &grant.guest, perms)
+                .map_err(|e| format!("cannot open {}: {e:#}", grant.real.display()))?;
         }
         let wasi = wasi.build();
         Ok(PluginState {

@@ -384,6 +384,39 @@ fn directories_that_expose_the_host_or_each_other_are_refused() {
 }
 
 #[tokio::test]
+async fn a_granted_directory_swapped_after_start_is_not_followed() {
+    let m =
+        manifest(vec![PluginEntry::fixture().with(
+            r#"files = [{ host = "kb", guest = "/kb", mode = "ro" }]"#,
+        )]);
+    let dir = m.path.parent().unwrap();
+    std::fs::create_dir(dir.join("kb")).unwrap();
+    std::fs::write(dir.join("kb/readme.txt"), "granted text").unwrap();
+    std::fs::create_dir(dir.join("private")).unwrap();
+    std::fs::write(dir.join("private/key.txt"), "not for plugins").unwrap();
+    let host = http(&m, &[]);
+    // Whoever may rename in the manifest's folder puts another directory
+    // where the checked one was, after the host checked and opened it.
+    std::fs::rename(dir.join("kb"), dir.join("kb-checked")).unwrap();
+    std::os::unix::fs::symlink(dir.join("private"), dir.join("kb")).unwrap();
+    let client = connect(&host.url).await;
+    let file = |fault: &'static str, path: &'static str| {
+        ok(
+            &client,
+            "fixture_fault_run",
+            json!({ "fault": fault, "path": path }),
+        )
+    };
+    assert_eq!(file("list-dir", "/kb").await["ok"], "readme.txt");
+    assert_eq!(
+        file("read-file", "/kb/readme.txt").await["ok"],
+        "granted text"
+    );
+    let key = file("read-file", "/kb/key.txt").await;
+    assert!(key.get("error").is_some(), "{key}");
+}
+
+#[tokio::test]
 async fn a_fuel_limit_ends_an_endless_loop_deterministically() {
     let m = manifest(vec![
         PluginEntry::fixture().with("limits = { fuel = 5000000 }"),
