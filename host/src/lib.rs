@@ -16,6 +16,7 @@ pub mod dispatch;
 pub mod gate;
 pub mod inspect;
 pub mod lint;
+pub mod logs;
 pub mod manifest;
 pub mod mcp;
 pub mod metrics;

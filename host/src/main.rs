@@ -1,34 +1,29 @@
 use clap::Parser;
+use toolhost::logs::LogSink;
+use toolhost::redact::LogRedaction;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
+    let cli = toolhost::cli::Cli::parse();
     // Logs go to stderr: in stdio mode stdout belongs to JSON-RPC alone.
-    // Each line passes the redactor once the host knows its secrets.
-    let logs = toolhost::redact::LogRedaction::default();
+    // Each line passes the redactor once the host knows its secrets. A
+    // serving host writes them from a thread of its own (toolhost::logs).
+    let logs = LogRedaction::default();
+    let sink = match cli.serves() {
+        true => LogSink::queued(logs.clone()),
+        false => LogSink::in_place(logs.clone()),
+    };
     tracing_subscriber::fmt()
-        .with_writer({
-            let logs = logs.clone();
-            move || logs.stderr()
-        })
+        .with_writer(sink.clone())
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             EnvFilter::try_from_env("TOOLHOST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
-    let cli = toolhost::cli::Cli::parse();
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
-    if let Some(workers) = cli.runtime_workers() {
-        builder.worker_threads(workers);
-    }
-    let runtime = match builder.build() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            tracing::error!("cannot start the async runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(toolhost::cli::run(cli, logs)) {
+    let outcome = run(cli, logs);
+    // What was logged is on stderr before the error, if any, is.
+    sink.flush();
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // Operator-facing: plain text on stderr, with its file:line and fix.
@@ -36,4 +31,16 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+fn run(cli: toolhost::cli::Cli, logs: LogRedaction) -> anyhow::Result<()> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Some(workers) = cli.runtime_workers() {
+        builder.worker_threads(workers);
+    }
+    let runtime = builder
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(toolhost::cli::run(cli, logs))
 }

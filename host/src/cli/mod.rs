@@ -95,6 +95,12 @@ pub enum LintFormat {
 }
 
 impl Cli {
+    /// Whether this is `serve`: a process that runs until stopped, whose
+    /// log lines go through the log thread (`crate::logs`).
+    pub fn serves(&self) -> bool {
+        matches!(self.command, Command::Serve(_))
+    }
+
     /// How many worker threads the async runtime gets when serving: one per
     /// core unless `--workers` says otherwise. One worker serves a stdio
     /// session with about a fifth less CPU per call (no futex wake and

@@ -248,6 +248,59 @@ fn a_plugin_logging_a_gigabyte_writes_only_its_budget() {
     assert!(log.len() < 64 << 10, "{} bytes of log", log.len());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_log_nobody_reads_keeps_serving() {
+    use rmcp::ServiceExt;
+    // A client that pipes the host's stderr and never reads it (the pipe
+    // holds 64 KiB), and a plugin logging its whole budget of 2 KiB lines.
+    let m = manifest(vec![PluginEntry::fixture().with(
+        "instance = \"call\"\nlimits = { concurrent = 4, call_timeout_ms = 5000, log_lines = 200 }",
+    )]);
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost"));
+    cmd.env("TOOLHOST_LOG", "info")
+        .args(["serve", "--stdio", "--manifest"])
+        .arg(&m.path);
+    let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _unread = stderr.expect("the host's stderr, kept open and never read");
+    let client = Arc::new(().serve(transport).await.expect("initialize over stdio"));
+    let floods: Vec<_> = (0..4)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                call(
+                    &client,
+                    "fixture_fault_run",
+                    json!({ "fault": "log-flood" }),
+                )
+                .await
+            })
+        })
+        .collect();
+    for flood in floods {
+        let flood = tokio::time::timeout(std::time::Duration::from_secs(60), flood)
+            .await
+            .expect("a call that logs more than the pipe holds still ends")
+            .unwrap();
+        // Flooding a gigabyte may take longer than its deadline; either
+        // way the call ended.
+        let flood = content(&flood);
+        assert!(
+            flood["flooded"] == true || flood["code"] == "timeout",
+            "{flood}"
+        );
+    }
+    let echo = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        ok(&client, "fixture_echo_get", json!({ "text": "still here" })),
+    )
+    .await
+    .expect("the host still answers");
+    assert_eq!(echo["text"], "still here");
+}
+
 #[tokio::test]
 async fn beyond_its_queue_a_plugin_is_busy_and_recovers() {
     let m = manifest(vec![PluginEntry::fixture().with(

@@ -1,0 +1,196 @@
+//! Where the process's log lines go: stderr, each line redacted
+//! (`redact::LogRedaction`).
+//!
+//! A serving host hands every line to a thread of its own through a bounded
+//! queue. A reader of stderr that stalls (a client that pipes it and never
+//! reads it, a slow journal) then holds up no call: the thread waits on the
+//! pipe, and once the queue is full new lines are dropped and counted, the
+//! count written when stderr moves again. The audit trail, not the log, is
+//! the record of what happened. Other commands write each line in place, so
+//! nothing they log is lost when they exit.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::time::Duration;
+
+use tracing_subscriber::fmt::MakeWriter;
+
+use crate::redact::{LogRedaction, RedactingStderr};
+
+/// Lines waiting for the log thread. A plugin's line is at most 2 KiB, so
+/// a full queue holds a few MiB; the queue's own slots take 32 KiB.
+const QUEUED_LINES: usize = 1024;
+
+/// How long exiting waits for the queued lines to be written.
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// The log writer `tracing_subscriber::fmt` is given; a clone writes to the
+/// same place.
+#[derive(Clone)]
+pub enum LogSink {
+    /// Each line written to stderr by the thread that logged it.
+    InPlace(LogRedaction),
+    /// Each line queued for the log thread.
+    Queued(Queue),
+}
+
+/// The sending side of the log thread's queue.
+#[derive(Clone)]
+pub struct Queue {
+    lines: SyncSender<Message>,
+    dropped: Arc<AtomicU64>,
+}
+
+enum Message {
+    Line(Vec<u8>),
+    /// Answered once every line queued before it is written.
+    Flush(SyncSender<()>),
+}
+
+impl LogSink {
+    /// Lines written in place, by whoever logs them.
+    pub fn in_place(redaction: LogRedaction) -> LogSink {
+        LogSink::InPlace(redaction)
+    }
+
+    /// Lines written by a thread of their own. Falls back to writing in
+    /// place if that thread cannot be started.
+    pub fn queued(redaction: LogRedaction) -> LogSink {
+        let (lines, rx) = mpsc::sync_channel(QUEUED_LINES);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let dropped = dropped.clone();
+            let out = redaction.stderr();
+            move || write_lines(rx, &dropped, out)
+        };
+        match std::thread::Builder::new()
+            .name("toolhost-log".into())
+            .spawn(writer)
+        {
+            Ok(_) => LogSink::Queued(Queue { lines, dropped }),
+            Err(_) => LogSink::InPlace(redaction),
+        }
+    }
+
+    /// Waits (a short while at most: stderr may be stalled) until the
+    /// lines logged so far are written; for the end of the process.
+    pub fn flush(&self) {
+        if let LogSink::Queued(queue) = self {
+            let (done, written) = mpsc::sync_channel(1);
+            if queue.lines.send(Message::Flush(done)).is_ok() {
+                let _ = written.recv_timeout(FLUSH_WAIT);
+            }
+        }
+    }
+}
+
+/// The log thread: writes each line, and first how many were dropped.
+fn write_lines(rx: Receiver<Message>, dropped: &AtomicU64, mut out: impl Write) {
+    for message in rx {
+        let lost = dropped.swap(0, Ordering::Relaxed);
+        if lost > 0 {
+            let note = format!(
+                "toolhost: {lost} log lines dropped: stderr was not read as fast as the host logged\n"
+            );
+            let _ = out.write_all(note.as_bytes());
+        }
+        match message {
+            Message::Line(line) => {
+                let _ = out.write_all(&line);
+            }
+            Message::Flush(done) => {
+                let _ = out.flush();
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+/// One line's writer.
+pub enum LineWriter<'a> {
+    InPlace(RedactingStderr),
+    Queued(&'a Queue),
+}
+
+impl Write for LineWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            LineWriter::InPlace(out) => out.write(buf),
+            LineWriter::Queued(queue) => {
+                // `fmt` hands over each event's formatted line in one write.
+                match queue.lines.try_send(Message::Line(buf.to_vec())) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                        queue.dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Ok(buf.len())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            LineWriter::InPlace(out) => out.flush(),
+            LineWriter::Queued(_) => Ok(()),
+        }
+    }
+}
+
+impl<'a> MakeWriter<'a> for LogSink {
+    type Writer = LineWriter<'a>;
+
+    fn make_writer(&'a self) -> LineWriter<'a> {
+        match self {
+            LogSink::InPlace(redaction) => LineWriter::InPlace(redaction.stderr()),
+            LogSink::Queued(queue) => LineWriter::Queued(queue),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queue whose thread is stuck (as on a full pipe) takes lines
+    /// without waiting, counts what it cannot hold, and says so once the
+    /// thread writes again.
+    #[test]
+    fn a_full_queue_drops_and_counts_instead_of_waiting() {
+        let (lines, rx) = mpsc::sync_channel(4);
+        let queue = Queue {
+            lines,
+            dropped: Arc::new(AtomicU64::new(0)),
+        };
+        let mut writer = LineWriter::Queued(&queue);
+        for n in 0..10 {
+            writer.write_all(format!("line {n}\n").as_bytes()).unwrap();
+        }
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 6);
+        let queued: Vec<String> = rx
+            .try_iter()
+            .map(|m| match m {
+                Message::Line(line) => String::from_utf8(line).unwrap(),
+                Message::Flush(_) => unreachable!(),
+            })
+            .collect();
+        assert_eq!(queued, ["line 0\n", "line 1\n", "line 2\n", "line 3\n"]);
+    }
+
+    /// The thread says how many lines it lost before the next it writes.
+    #[test]
+    fn the_count_of_dropped_lines_comes_before_the_next_line() {
+        let (lines, rx) = mpsc::sync_channel(4);
+        let dropped = AtomicU64::new(3);
+        lines.send(Message::Line(b"after\n".to_vec())).unwrap();
+        drop(lines);
+        let mut out = Vec::new();
+        write_lines(rx, &dropped, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "toolhost: 3 log lines dropped: stderr was not read as fast as the host logged\nafter\n"
+        );
+    }
+}
