@@ -640,7 +640,9 @@ impl Toolhost {
 /// A plugin's error reaches the model, so its code must look like a code and
 /// its message must be bounded.
 fn sanitise(mut error: ToolError) -> ToolError {
-    let code_ok = !error.code.is_empty()
+    // `ok` would read as success in the trail and the metrics.
+    let code_ok = error.code != "ok"
+        && !error.code.is_empty()
         && error.code.len() <= 64
         && error
             .code

@@ -13,15 +13,18 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tracing_subscriber::fmt::MakeWriter;
 
 use crate::redact::{LogRedaction, RedactingStderr};
 
-/// Lines waiting for the log thread. A plugin's line is at most 2 KiB, so
-/// a full queue holds a few MiB; the queue's own slots take 32 KiB.
+/// Lines waiting for the log thread; the queue's own slots take 32 KiB.
 const QUEUED_LINES: usize = 1024;
+
+/// A queued line is cut beyond this, so a full queue holds at most 8 MiB
+/// whatever a plugin put in a line (a URL, an HTTP method of its own).
+const QUEUED_LINE_BYTES: usize = 8 << 10;
 
 /// How long exiting waits for the queued lines to be written.
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
@@ -41,6 +44,8 @@ pub enum LogSink {
 pub struct Queue {
     lines: SyncSender<Message>,
     dropped: Arc<AtomicU64>,
+    /// For writing in place should the log thread be gone.
+    redaction: LogRedaction,
 }
 
 enum Message {
@@ -69,20 +74,39 @@ impl LogSink {
             .name("toolhost-log".into())
             .spawn(writer)
         {
-            Ok(_) => LogSink::Queued(Queue { lines, dropped }),
+            Ok(_) => LogSink::Queued(Queue {
+                lines,
+                dropped,
+                redaction,
+            }),
             Err(_) => LogSink::InPlace(redaction),
         }
     }
 
-    /// Waits (a short while at most: stderr may be stalled) until the
-    /// lines logged so far are written; for the end of the process.
-    pub fn flush(&self) {
-        if let LogSink::Queued(queue) = self {
-            let (done, written) = mpsc::sync_channel(1);
-            if queue.lines.send(Message::Flush(done)).is_ok() {
-                let _ = written.recv_timeout(FLUSH_WAIT);
+    /// Waits, for 2 s at most, until the lines logged so far are written;
+    /// for the end of the process. False if they were not: stderr is
+    /// stalled, and writing to it would hang.
+    pub fn flush(&self) -> bool {
+        let LogSink::Queued(queue) = self else {
+            return true;
+        };
+        let until = Instant::now() + FLUSH_WAIT;
+        let (done, written) = mpsc::sync_channel(1);
+        let mut flush = Message::Flush(done);
+        loop {
+            match queue.lines.try_send(flush) {
+                Ok(()) => break,
+                Err(TrySendError::Disconnected(_)) => return true,
+                Err(TrySendError::Full(back)) if Instant::now() < until => {
+                    flush = back;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(TrySendError::Full(_)) => return false,
             }
         }
+        written
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+            .is_ok()
     }
 }
 
@@ -108,6 +132,22 @@ fn write_lines(rx: Receiver<Message>, dropped: &AtomicU64, mut out: impl Write) 
     }
 }
 
+/// `line` as queued: cut to `QUEUED_LINE_BYTES` (at a character), still
+/// ending the line.
+fn queued_line(line: &[u8]) -> Vec<u8> {
+    if line.len() <= QUEUED_LINE_BYTES {
+        return line.to_vec();
+    }
+    let mut end = QUEUED_LINE_BYTES;
+    // Back to the start of a UTF-8 character.
+    while end > 0 && line[end] & 0b1100_0000 == 0b1000_0000 {
+        end -= 1;
+    }
+    let mut cut = line[..end].to_vec();
+    cut.extend_from_slice("… (cut)\n".as_bytes());
+    cut
+}
+
 /// One line's writer.
 pub enum LineWriter<'a> {
     InPlace(RedactingStderr),
@@ -120,10 +160,14 @@ impl Write for LineWriter<'_> {
             LineWriter::InPlace(out) => out.write(buf),
             LineWriter::Queued(queue) => {
                 // `fmt` hands over each event's formatted line in one write.
-                match queue.lines.try_send(Message::Line(buf.to_vec())) {
+                match queue.lines.try_send(Message::Line(queued_line(buf))) {
                     Ok(()) => {}
-                    Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                    Err(TrySendError::Full(_)) => {
                         queue.dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Only if the log thread panicked: write as it could.
+                    Err(TrySendError::Disconnected(_)) => {
+                        queue.redaction.stderr().write_all(buf)?;
                     }
                 }
                 Ok(buf.len())
@@ -163,6 +207,7 @@ mod tests {
         let queue = Queue {
             lines,
             dropped: Arc::new(AtomicU64::new(0)),
+            redaction: LogRedaction::default(),
         };
         let mut writer = LineWriter::Queued(&queue);
         for n in 0..10 {
@@ -177,6 +222,31 @@ mod tests {
             })
             .collect();
         assert_eq!(queued, ["line 0\n", "line 1\n", "line 2\n", "line 3\n"]);
+    }
+
+    /// A line longer than a queued line may be is cut at a character and
+    /// still ends the line; a shorter one is queued as it is.
+    #[test]
+    fn long_lines_are_cut_before_they_are_queued() {
+        let long = format!("{}\n", "é".repeat(QUEUED_LINE_BYTES));
+        let cut = String::from_utf8(queued_line(long.as_bytes())).unwrap();
+        assert!(cut.len() <= QUEUED_LINE_BYTES + 16, "{}", cut.len());
+        assert!(cut.ends_with("… (cut)\n"));
+        assert_eq!(queued_line(b"short\n"), b"short\n");
+    }
+
+    /// With the log thread stuck on stderr and its queue full, exiting
+    /// gives up on the queued lines instead of waiting for ever.
+    #[test]
+    fn flushing_a_stuck_queue_gives_up() {
+        let (lines, _stuck) = mpsc::sync_channel(1);
+        let sink = LogSink::Queued(Queue {
+            lines,
+            dropped: Arc::new(AtomicU64::new(0)),
+            redaction: LogRedaction::default(),
+        });
+        sink.make_writer().write_all(b"fills the queue\n").unwrap();
+        assert!(!sink.flush());
     }
 
     /// The thread says how many lines it lost before the next it writes.

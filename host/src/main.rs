@@ -20,14 +20,28 @@ fn main() -> std::process::ExitCode {
             EnvFilter::try_from_env("TOOLHOST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
+    // A panic on this thread ends the process: what was logged before it
+    // goes first. (Elsewhere a panic ends only a task, and a runtime thread
+    // must not wait on stderr.)
+    let hook = std::panic::take_hook();
+    let on_panic = sink.clone();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() == Some("main") {
+            on_panic.flush();
+        }
+        hook(info);
+    }));
     let outcome = run(cli, logs);
-    // What was logged is on stderr before the error, if any, is.
-    sink.flush();
+    // What was logged is on stderr before the error, if any, is; if stderr
+    // is stalled, printing the error would hang the exit.
+    let written = sink.flush();
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            // Operator-facing: plain text on stderr, with its file:line and fix.
-            eprintln!("toolhost: {e:#}");
+            if written {
+                // Operator-facing: plain text on stderr, with its file:line and fix.
+                eprintln!("toolhost: {e:#}");
+            }
             std::process::ExitCode::FAILURE
         }
     }

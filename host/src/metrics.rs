@@ -233,7 +233,9 @@ impl Metrics {
         match event {
             Event::ToolCall(record) => {
                 let outcome = record.outcome.clone().unwrap_or_else(|| "unknown".into());
+                // The host's `busy`, not a plugin's error of that name.
                 if outcome == "busy"
+                    && !record.outcome_by_plugin
                     && let Some(plugin) = &record.plugin
                 {
                     self.busy

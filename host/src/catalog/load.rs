@@ -301,19 +301,6 @@ fn granted_directories(
     outcomes
 }
 
-/// The plugin and directory of a `files` grant that would let a plugin see
-/// `file` (a file the host reads that the manifest does not know of, such as
-/// the admin token file), if any.
-pub fn grant_holding(manifest: &Manifest, file: &Path) -> Option<(PluginName, PathBuf)> {
-    let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    manifest.plugins.iter().find_map(|decl| {
-        decl.files.iter().find_map(|grant| {
-            let host = std::fs::canonicalize(&grant.host).ok()?;
-            file.starts_with(&host).then(|| (decl.name.clone(), host))
-        })
-    })
-}
-
 /// All checks of one plugin; the error is the reason for refusing it. The
 /// tools' `plugin` index is set by the caller.
 /// `lock` is `None` when the lock is not held against (no lock, or `vet`

@@ -261,16 +261,6 @@ async fn serve_recorded(
         )?),
         None => None,
     };
-    // A plugin that could read the admin token could approve its own calls.
-    if let Some(file) = args.admin_token_file.as_deref()
-        && let Some((plugin, dir)) = catalog::grant_holding(&manifest, file)
-    {
-        bail!(
-            "--admin-token-file {}: plugin `{plugin}` is granted {}, which holds it; keep the token outside every `files` directory",
-            file.display(),
-            dir.display()
-        );
-    }
     let metrics_token = match (args.admin, args.metrics_token_file.as_deref()) {
         (None, _) => None,
         (Some(_), file) => match (std::env::var("TOOLHOST_METRICS_TOKEN").ok(), file) {
@@ -279,6 +269,23 @@ async fn serve_recorded(
         },
     };
     let (host, cache) = load_host(&manifest, store.clone(), &audit, &logs).await?;
+    // A plugin that could read the admin token could approve its own calls,
+    // one that could read the metrics token could read the metrics.
+    let token_files = [
+        ("--admin-token-file", args.admin_token_file.as_deref()),
+        ("--metrics-token-file", args.metrics_token_file.as_deref()),
+    ];
+    for (flag, file) in token_files {
+        if let Some(file) = file
+            && let Some((plugin, dir)) = host.catalog.grant_holding(file)
+        {
+            bail!(
+                "{flag} {}: plugin `{plugin}` is granted {}, which holds it; keep the token outside every `files` directory",
+                file.display(),
+                dir.display()
+            );
+        }
+    }
     let host = Arc::new(host);
     let webhook = match &manifest.approval_webhook {
         None => None,

@@ -212,6 +212,18 @@ impl Egress {
     }
 }
 
+/// Longer than any method HTTP has registered (17 bytes).
+const MAX_METHOD_BYTES: usize = 32;
+
+/// A method as recorded: cut where it is longer than any real one.
+fn shown_method(method: &Method) -> String {
+    let method = method.as_str();
+    match method.get(..MAX_METHOD_BYTES) {
+        Some(start) if method.len() > MAX_METHOD_BYTES => format!("{start}…"),
+        _ => method.to_string(),
+    }
+}
+
 /// What one request looked like, for the audit trail and the log.
 struct Attempt {
     gate: Arc<Gate>,
@@ -344,7 +356,7 @@ impl WasiHttpHooks for Egress {
             gate: self.gate.clone(),
             tool: self.tool.clone(),
             call: self.call.clone(),
-            method: request.method().to_string(),
+            method: shown_method(request.method()),
             url: format!("{origin}{}", uri.path()),
             credentials: Vec::new(),
             started: Instant::now(),
@@ -363,6 +375,12 @@ impl WasiHttpHooks for Egress {
         };
 
         let gate = &self.gate;
+        // wasi:http lets a guest name any method; its length is the
+        // guest's choice, and it goes into the log and the trail.
+        if request.method().as_str().len() > MAX_METHOD_BYTES {
+            let detail = format!("a method longer than {MAX_METHOD_BYTES} bytes is never sent");
+            return denied(&attempt, detail, request.into_body());
+        }
         if self.requests > gate.limits.requests_per_call {
             let detail = format!(
                 "the plugin made more than {} requests in one call",
@@ -517,5 +535,25 @@ impl WasiHttpHooks for Egress {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A method of the guest's own making is recorded cut, and is one the
+    /// gate refuses; a real one is recorded whole.
+    #[test]
+    fn a_method_longer_than_any_real_one_is_cut_in_the_record() {
+        let long = Method::from_bytes("X".repeat(4096).as_bytes()).unwrap();
+        assert!(long.as_str().len() > MAX_METHOD_BYTES);
+        assert_eq!(
+            shown_method(&long),
+            format!("{}…", "X".repeat(MAX_METHOD_BYTES))
+        );
+        assert_eq!(shown_method(&Method::DELETE), "DELETE");
+        let longest = Method::from_bytes(b"UPDATEREDIRECTREF").unwrap();
+        assert_eq!(shown_method(&longest), "UPDATEREDIRECTREF");
     }
 }

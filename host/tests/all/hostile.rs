@@ -495,20 +495,29 @@ fn the_host_refuses_to_start_when_a_grant_holds_its_admin_token() {
     let token = dir.join("admin.token");
     std::fs::write(&token, "an-admin-token-long-enough-for-the-host-0123456789").unwrap();
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let out = toolhost()
-        .args(["serve", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-        .arg("--admin-token-file")
-        .arg(&token)
-        .arg("--manifest")
-        .arg(&m.path)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        log.contains("plugin `fixture` is granted") && log.contains("holds it"),
-        "{log}"
-    );
+    // The metrics token reads the metrics: it is kept from plugins alike.
+    for flag in ["--admin-token-file", "--metrics-token-file"] {
+        let out = toolhost()
+            .env(
+                "TOOLHOST_ADMIN_TOKEN",
+                "another-admin-token-long-enough-0123456789",
+            )
+            .args(["serve", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+            .arg(flag)
+            .arg(&token)
+            .arg("--manifest")
+            .arg(&m.path)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            log.contains(flag)
+                && log.contains("plugin `fixture` is granted")
+                && log.contains("holds it"),
+            "{log}"
+        );
+    }
 }
 
 #[tokio::test]
