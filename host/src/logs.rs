@@ -67,8 +67,7 @@ impl LogSink {
         let dropped = Arc::new(AtomicU64::new(0));
         let writer = {
             let dropped = dropped.clone();
-            let out = redaction.stderr();
-            move || write_lines(rx, &dropped, out)
+            move || write_lines(rx, &dropped, std::io::stderr())
         };
         match std::thread::Builder::new()
             .name("toolhost-log".into())
@@ -132,6 +131,10 @@ fn write_lines(rx: Receiver<Message>, dropped: &AtomicU64, mut out: impl Write) 
     }
 }
 
+/// What ends a line cut short: a reset of any terminal style the cut left
+/// open (nothing shows on a plain stream), and the newline.
+const CUT: &str = "\x1b[0m… (cut)\n";
+
 /// `line` as queued: cut to `QUEUED_LINE_BYTES` (at a character), still
 /// ending the line.
 fn queued_line(line: &[u8]) -> Vec<u8> {
@@ -143,8 +146,9 @@ fn queued_line(line: &[u8]) -> Vec<u8> {
     while end > 0 && line[end] & 0b1100_0000 == 0b1000_0000 {
         end -= 1;
     }
-    let mut cut = line[..end].to_vec();
-    cut.extend_from_slice("… (cut)\n".as_bytes());
+    let mut cut = Vec::with_capacity(end + CUT.len());
+    cut.extend_from_slice(&line[..end]);
+    cut.extend_from_slice(CUT.as_bytes());
     cut
 }
 
@@ -160,7 +164,9 @@ impl Write for LineWriter<'_> {
             LineWriter::InPlace(out) => out.write(buf),
             LineWriter::Queued(queue) => {
                 // `fmt` hands over each event's formatted line in one write.
-                match queue.lines.try_send(Message::Line(queued_line(buf))) {
+                // Redacted before it is cut, so a cut cannot split a secret.
+                let line = queued_line(&queue.redaction.redact(buf));
+                match queue.lines.try_send(Message::Line(line)) {
                     Ok(()) => {}
                     Err(TrySendError::Full(_)) => {
                         queue.dropped.fetch_add(1, Ordering::Relaxed);
@@ -225,14 +231,45 @@ mod tests {
     }
 
     /// A line longer than a queued line may be is cut at a character and
-    /// still ends the line; a shorter one is queued as it is.
+    /// still ends the line; one that fits is queued as it is.
     #[test]
     fn long_lines_are_cut_before_they_are_queued() {
-        let long = format!("{}\n", "é".repeat(QUEUED_LINE_BYTES));
+        // One ASCII byte first, so the limit falls inside a 2-byte `é`.
+        let long = format!("a{}\n", "é".repeat(QUEUED_LINE_BYTES));
         let cut = String::from_utf8(queued_line(long.as_bytes())).unwrap();
-        assert!(cut.len() <= QUEUED_LINE_BYTES + 16, "{}", cut.len());
-        assert!(cut.ends_with("… (cut)\n"));
+        assert_eq!(cut.len(), QUEUED_LINE_BYTES - 1 + CUT.len());
+        assert!(cut.ends_with(CUT));
+        let fits = vec![b'x'; QUEUED_LINE_BYTES];
+        assert_eq!(queued_line(&fits), fits);
         assert_eq!(queued_line(b"short\n"), b"short\n");
+    }
+
+    /// A secret across the cut is replaced whole before the line is cut.
+    #[test]
+    fn a_line_is_redacted_before_it_is_cut() {
+        let secret = "s3cr3t-across-the-cut";
+        let redaction = LogRedaction::default();
+        redaction.set(Arc::new(crate::redact::Redactor::new(&[(
+            "token".into(),
+            zeroize::Zeroizing::new(secret.into()),
+        )])));
+        let (lines, rx) = mpsc::sync_channel(4);
+        let queue = Queue {
+            lines,
+            dropped: Arc::new(AtomicU64::new(0)),
+            redaction,
+        };
+        // Cut as it came, the line would end in the secret's first 10 bytes.
+        let line = format!("{}{secret}\n", "x".repeat(QUEUED_LINE_BYTES - 10));
+        LineWriter::Queued(&queue)
+            .write_all(line.as_bytes())
+            .unwrap();
+        let Ok(Message::Line(queued)) = rx.try_recv() else {
+            panic!("a line is queued")
+        };
+        let queued = String::from_utf8(queued).unwrap();
+        assert!(!queued.contains(&secret[..4]), "{queued}");
+        assert!(queued.contains("[REDACTED"), "{queued}");
     }
 
     /// With the log thread stuck on stderr and its queue full, exiting

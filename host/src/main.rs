@@ -26,8 +26,9 @@ fn main() -> std::process::ExitCode {
     let hook = std::panic::take_hook();
     let on_panic = sink.clone();
     std::panic::set_hook(Box::new(move |info| {
-        if std::thread::current().name() == Some("main") {
-            on_panic.flush();
+        // With stderr stalled, the default hook's message would hang too.
+        if std::thread::current().name() == Some("main") && !on_panic.flush() {
+            return;
         }
         hook(info);
     }));

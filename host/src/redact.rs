@@ -152,6 +152,14 @@ impl LogRedaction {
         self.0.get().map(|r| &**r).filter(|r| !r.is_empty())
     }
 
+    /// `line` with every secret known so far replaced.
+    pub fn redact<'a>(&self, line: &'a [u8]) -> Cow<'a, [u8]> {
+        match self.get() {
+            Some(r) => r.bytes(line),
+            None => Cow::Borrowed(line),
+        }
+    }
+
     /// A writer of one log line to stderr, redacted.
     pub fn stderr(&self) -> RedactingStderr {
         RedactingStderr(self.clone())
@@ -163,11 +171,7 @@ pub struct RedactingStderr(LogRedaction);
 
 impl std::io::Write for RedactingStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut stderr = std::io::stderr().lock();
-        match self.0.get() {
-            Some(r) => stderr.write_all(&r.bytes(buf))?,
-            None => stderr.write_all(buf)?,
-        }
+        std::io::stderr().lock().write_all(&self.0.redact(buf))?;
         Ok(buf.len())
     }
 

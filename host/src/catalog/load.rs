@@ -223,8 +223,8 @@ async fn load_with(
 /// handle) and checked where it really is, or why they cannot be granted.
 /// A directory may not hold, or lie in, the host's own state (the store, the
 /// audit trail and the compiled-code cache, which the host loads as native
-/// code, wherever `TOOLHOST_CACHE_DIR` puts it), nor hold the secrets file
-/// or the manifest.
+/// code, wherever `TOOLHOST_CACHE_DIR` puts it), nor hold the secrets file,
+/// the manifest or another file the host reads (`Manifest::host_files`).
 /// Two grants may not nest where either is writable: the writable one would
 /// reach into the other, past its mode or its plugin.
 fn granted_directories(
@@ -238,6 +238,7 @@ fn granted_directories(
     let cache = cache.map(canonical);
     let mut protected = vec![canonical(&manifest.path)];
     protected.extend(manifest.secrets_file.as_deref().map(canonical));
+    protected.extend(manifest.host_files.iter().map(|f| canonical(f)));
     // Every grant so far: its plugin, real path and mode.
     let mut granted: Vec<(&PluginName, PathBuf, FileMode)> = Vec::new();
     let mut outcomes = Vec::with_capacity(manifest.plugins.len());
@@ -299,6 +300,19 @@ fn granted_directories(
         }));
     }
     outcomes
+}
+
+/// The plugin and directory of a `files` grant whose path holds `file`, if
+/// any: a quick check by path before anything is loaded (loading checks
+/// every grant again, as opened).
+pub fn grant_holding(manifest: &Manifest, file: &Path) -> Option<(PluginName, PathBuf)> {
+    let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    manifest.plugins.iter().find_map(|decl| {
+        decl.files.iter().find_map(|grant| {
+            let host = std::fs::canonicalize(&grant.host).ok()?;
+            file.starts_with(&host).then(|| (decl.name.clone(), host))
+        })
+    })
 }
 
 /// All checks of one plugin; the error is the reason for refusing it. The

@@ -12,20 +12,19 @@ mod texts;
 mod vetted;
 
 pub use load::{
-    MAX_HIDDEN_REPORTED, Refusal, RefusalCause, describe_component, load, load_described,
-    load_for_vetting,
+    MAX_HIDDEN_REPORTED, Refusal, RefusalCause, describe_component, grant_holding, load,
+    load_described, load_for_vetting,
 };
 pub use schema::{CheckError, SchemaError, ToolSchema};
 pub use texts::{HiddenText, hidden_in_tool};
 pub use vetted::{Difference, differences, vetted_tool};
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::manifest::{InstanceMode, PluginName, RiskClass, ToolName, Vetted};
+use crate::manifest::{InstanceMode, RiskClass, ToolName, Vetted};
 use crate::queue::CallQueue;
 use crate::sandbox::PreparedPlugin;
 
@@ -69,22 +68,6 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The plugin and directory of a `files` grant that lets a served
-    /// plugin see `file` (a file the host reads that the manifest does not
-    /// know of, such as the admin token file), if any. Compared with where
-    /// each granted directory really is, as opened for the plugin.
-    pub fn grant_holding(&self, file: &Path) -> Option<(PluginName, PathBuf)> {
-        let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-        self.plugins.iter().find_map(|plugin| {
-            let shared = plugin.prepared.shared();
-            shared
-                .files
-                .iter()
-                .find(|grant| file.starts_with(&grant.real))
-                .map(|grant| (shared.name.clone(), grant.real.clone()))
-        })
-    }
-
     /// Looks a tool up by the name a client sent.
     pub fn tool(&self, name: &str) -> Option<&Arc<CatalogTool>> {
         self.by_name.get(name).map(|&i| &self.tools[i])

@@ -245,7 +245,7 @@ async fn record_reachability(postgres: Arc<PostgresStore>, audit: Audit) {
 
 async fn serve_recorded(
     args: ServeArgs,
-    manifest: Manifest,
+    mut manifest: Manifest,
     audit: Audit,
     store: Arc<dyn Store>,
     logs: LogRedaction,
@@ -268,24 +268,26 @@ async fn serve_recorded(
             (env, file) => Some(AdminToken::load(env, file).context("the metrics token")?),
         },
     };
-    let (host, cache) = load_host(&manifest, store.clone(), &audit, &logs).await?;
-    // A plugin that could read the admin token could approve its own calls,
-    // one that could read the metrics token could read the metrics.
+    // A plugin that could read the admin token could approve its own calls;
+    // one that could read the metrics token could read the metrics. Checked
+    // here by path, before any plugin runs, and again as each grant is
+    // opened (a plugin whose opened grant holds one is refused).
     let token_files = [
         ("--admin-token-file", args.admin_token_file.as_deref()),
         ("--metrics-token-file", args.metrics_token_file.as_deref()),
     ];
     for (flag, file) in token_files {
-        if let Some(file) = file
-            && let Some((plugin, dir)) = host.catalog.grant_holding(file)
-        {
+        let Some(file) = file else { continue };
+        if let Some((plugin, dir)) = catalog::grant_holding(&manifest, file) {
             bail!(
                 "{flag} {}: plugin `{plugin}` is granted {}, which holds it; keep the token outside every `files` directory",
                 file.display(),
                 dir.display()
             );
         }
+        manifest.host_files.push(file.to_path_buf());
     }
+    let (host, cache) = load_host(&manifest, store.clone(), &audit, &logs).await?;
     let host = Arc::new(host);
     let webhook = match &manifest.approval_webhook {
         None => None,

@@ -268,6 +268,10 @@ pub struct Manifest {
     pub base: PathBuf,
     /// `tools-manifest.lock` beside it, if there is one (see `lock`).
     pub lock: Option<Lock>,
+    /// Files the host reads that the manifest does not name (`serve`'s
+    /// admin and metrics token files), set before loading: like the
+    /// manifest and the secrets file, no `files` grant may hold them.
+    pub host_files: Vec<PathBuf>,
 }
 
 /// `[host] approval_webhook`.
@@ -612,6 +616,7 @@ impl Manifest {
             registries,
             base: base.to_path_buf(),
             lock: None,
+            host_files: Vec::new(),
         })
     }
 
