@@ -154,7 +154,9 @@ fn queued_line(line: &[u8]) -> Vec<u8> {
 
 /// One line's writer.
 pub enum LineWriter<'a> {
+    /// Straight to stderr, redacted.
     InPlace(RedactingStderr),
+    /// Redacted, cut and queued for the log thread.
     Queued(&'a Queue),
 }
 

@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -58,9 +57,9 @@ struct DecisionLabel {
 /// allow-list.
 const NOT_ALLOWED: &str = "(not allowed)";
 
-/// How many `tool_calls_total` series may carry an error code a plugin
-/// chose, across the host.
-pub const PLUGIN_CODE_SERIES: usize = 256;
+/// How many `tool_calls_total` series of one tool may carry an error code
+/// its plugin chose: per tool, so no plugin can crowd out another's.
+pub const PLUGIN_CODE_SERIES: usize = 32;
 
 /// Buckets for call and store latencies, in seconds: 100 µs to about 30 s.
 fn latency() -> Histogram {
@@ -108,8 +107,9 @@ pub struct Metrics {
     instances_live: Gauge,
     /// When each approval this process asked for was asked, until decided.
     asked: Mutex<HashMap<String, Instant>>,
-    /// Series labelled with a plugin's own error code so far.
-    plugin_codes: AtomicUsize,
+    /// Series labelled with a plugin's own error code so far, per tool.
+    /// Only a call whose code has no series yet takes this lock.
+    plugin_codes: Mutex<HashMap<String, usize>>,
 }
 
 impl Default for Metrics {
@@ -224,7 +224,7 @@ impl Metrics {
             in_flight,
             queue_depth,
             asked: Mutex::new(HashMap::new()),
-            plugin_codes: AtomicUsize::new(0),
+            plugin_codes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -260,11 +260,14 @@ impl Metrics {
                 // plugin choosing a new one per call would grow the registry
                 // without bound: past the budget, new ones count as
                 // `plugin_error` (the trail keeps the code).
-                if record.outcome_by_plugin
-                    && self.calls.get(&labels).is_none()
-                    && self.plugin_codes.fetch_add(1, Ordering::Relaxed) >= PLUGIN_CODE_SERIES
-                {
-                    labels.outcome = "plugin_error".into();
+                if record.outcome_by_plugin && self.calls.get(&labels).is_none() {
+                    let mut codes = self.plugin_codes.lock().unwrap_or_else(|p| p.into_inner());
+                    let made = codes.entry(tool.clone()).or_default();
+                    if *made < PLUGIN_CODE_SERIES {
+                        *made += 1;
+                    } else {
+                        labels.outcome = "plugin_error".into();
+                    }
                 }
                 self.calls.get_or_create(&labels).inc();
                 if let Some(us) = record.duration_us {

@@ -61,6 +61,7 @@ pub struct GrantedDir {
     pub real: PathBuf,
     /// Where the plugin sees it, such as `/kb`.
     pub guest: String,
+    /// Read-only, or read and write.
     pub mode: FileMode,
 }
 
