@@ -46,6 +46,8 @@ pub struct Queue {
     dropped: Arc<AtomicU64>,
     /// For writing in place should the log thread be gone.
     redaction: LogRedaction,
+    /// Whether lines carry terminal styles.
+    ansi: bool,
 }
 
 enum Message {
@@ -60,9 +62,10 @@ impl LogSink {
         LogSink::InPlace(redaction)
     }
 
-    /// Lines written by a thread of their own. Falls back to writing in
-    /// place if that thread cannot be started.
-    pub fn queued(redaction: LogRedaction) -> LogSink {
+    /// Lines written by a thread of their own; `ansi` if they carry
+    /// terminal styles. Falls back to writing in place if that thread
+    /// cannot be started.
+    pub fn queued(redaction: LogRedaction, ansi: bool) -> LogSink {
         let (lines, rx) = mpsc::sync_channel(QUEUED_LINES);
         let dropped = Arc::new(AtomicU64::new(0));
         let writer = {
@@ -77,6 +80,7 @@ impl LogSink {
                 lines,
                 dropped,
                 redaction,
+                ansi,
             }),
             Err(_) => LogSink::InPlace(redaction),
         }
@@ -131,13 +135,16 @@ fn write_lines(rx: Receiver<Message>, dropped: &AtomicU64, mut out: impl Write) 
     }
 }
 
-/// What ends a line cut short: a reset of any terminal style the cut left
-/// open (nothing shows on a plain stream), and the newline.
-const CUT: &str = "\x1b[0m… (cut)\n";
+/// What ends a line cut short.
+const CUT: &str = "… (cut)\n";
+
+/// Ahead of `CUT` when lines carry terminal styles: resets any the cut
+/// left open.
+const RESET: &str = "\x1b[0m";
 
 /// `line` as queued: cut to `QUEUED_LINE_BYTES` (at a character), still
 /// ending the line.
-fn queued_line(line: &[u8]) -> Vec<u8> {
+fn queued_line(line: &[u8], ansi: bool) -> Vec<u8> {
     if line.len() <= QUEUED_LINE_BYTES {
         return line.to_vec();
     }
@@ -146,8 +153,10 @@ fn queued_line(line: &[u8]) -> Vec<u8> {
     while end > 0 && line[end] & 0b1100_0000 == 0b1000_0000 {
         end -= 1;
     }
-    let mut cut = Vec::with_capacity(end + CUT.len());
+    let reset = if ansi { RESET } else { "" };
+    let mut cut = Vec::with_capacity(end + reset.len() + CUT.len());
     cut.extend_from_slice(&line[..end]);
+    cut.extend_from_slice(reset.as_bytes());
     cut.extend_from_slice(CUT.as_bytes());
     cut
 }
@@ -167,7 +176,7 @@ impl Write for LineWriter<'_> {
             LineWriter::Queued(queue) => {
                 // `fmt` hands over each event's formatted line in one write.
                 // Redacted before it is cut, so a cut cannot split a secret.
-                let line = queued_line(&queue.redaction.redact(buf));
+                let line = queued_line(&queue.redaction.redact(buf), queue.ansi);
                 match queue.lines.try_send(Message::Line(line)) {
                     Ok(()) => {}
                     Err(TrySendError::Full(_)) => {
@@ -216,6 +225,7 @@ mod tests {
             lines,
             dropped: Arc::new(AtomicU64::new(0)),
             redaction: LogRedaction::default(),
+            ansi: false,
         };
         let mut writer = LineWriter::Queued(&queue);
         for n in 0..10 {
@@ -238,12 +248,15 @@ mod tests {
     fn long_lines_are_cut_before_they_are_queued() {
         // One ASCII byte first, so the limit falls inside a 2-byte `é`.
         let long = format!("a{}\n", "é".repeat(QUEUED_LINE_BYTES));
-        let cut = String::from_utf8(queued_line(long.as_bytes())).unwrap();
+        let cut = String::from_utf8(queued_line(long.as_bytes(), false)).unwrap();
         assert_eq!(cut.len(), QUEUED_LINE_BYTES - 1 + CUT.len());
-        assert!(cut.ends_with(CUT));
+        assert!(cut.ends_with(CUT) && !cut.contains('\x1b'));
+        // On a terminal the cut also resets the styles it may leave open.
+        let styled = String::from_utf8(queued_line(long.as_bytes(), true)).unwrap();
+        assert!(styled.ends_with(&format!("{RESET}{CUT}")));
         let fits = vec![b'x'; QUEUED_LINE_BYTES];
-        assert_eq!(queued_line(&fits), fits);
-        assert_eq!(queued_line(b"short\n"), b"short\n");
+        assert_eq!(queued_line(&fits, true), fits);
+        assert_eq!(queued_line(b"short\n", true), b"short\n");
     }
 
     /// A secret across the cut is replaced whole before the line is cut.
@@ -260,6 +273,7 @@ mod tests {
             lines,
             dropped: Arc::new(AtomicU64::new(0)),
             redaction,
+            ansi: false,
         };
         // Cut as it came, the line would end in the secret's first 10 bytes.
         let line = format!("{}{secret}\n", "x".repeat(QUEUED_LINE_BYTES - 10));
@@ -283,6 +297,7 @@ mod tests {
             lines,
             dropped: Arc::new(AtomicU64::new(0)),
             redaction: LogRedaction::default(),
+            ansi: false,
         });
         sink.make_writer().write_all(b"fills the queue\n").unwrap();
         assert!(!sink.flush());

@@ -9,13 +9,14 @@ fn main() -> std::process::ExitCode {
     // Each line passes the redactor once the host knows its secrets. A
     // serving host writes them from a thread of its own (toolhost::logs).
     let logs = LogRedaction::default();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let sink = match cli.serves() {
-        true => LogSink::queued(logs.clone()),
+        true => LogSink::queued(logs.clone(), ansi),
         false => LogSink::in_place(logs.clone()),
     };
     tracing_subscriber::fmt()
         .with_writer(sink.clone())
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(ansi)
         .with_env_filter(
             EnvFilter::try_from_env("TOOLHOST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )

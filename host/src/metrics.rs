@@ -6,7 +6,7 @@
 //! event already, so the metrics cannot disagree with the trail and the
 //! call path gains no second bookkeeping); gauges are read at scrape time.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -107,9 +107,9 @@ pub struct Metrics {
     instances_live: Gauge,
     /// When each approval this process asked for was asked, until decided.
     asked: Mutex<HashMap<String, Instant>>,
-    /// Series labelled with a plugin's own error code so far, per tool.
-    /// Only a call whose code has no series yet takes this lock.
-    plugin_codes: Mutex<HashMap<String, usize>>,
+    /// The plugin's own error codes each tool has a series for. Only a
+    /// plugin error whose code has no series takes this lock.
+    plugin_codes: Mutex<HashMap<String, HashSet<String>>>,
 }
 
 impl Default for Metrics {
@@ -262,10 +262,11 @@ impl Metrics {
                 // `plugin_error` (the trail keeps the code).
                 if record.outcome_by_plugin && self.calls.get(&labels).is_none() {
                     let mut codes = self.plugin_codes.lock().unwrap_or_else(|p| p.into_inner());
-                    let made = codes.entry(tool.clone()).or_default();
-                    if *made < PLUGIN_CODE_SERIES {
-                        *made += 1;
-                    } else {
+                    let labelled = codes.entry(tool.clone()).or_default();
+                    let fits = labelled.contains(&labels.outcome)
+                        || (labelled.len() < PLUGIN_CODE_SERIES
+                            && labelled.insert(labels.outcome.clone()));
+                    if !fits {
                         labels.outcome = "plugin_error".into();
                     }
                 }

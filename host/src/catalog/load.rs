@@ -224,7 +224,8 @@ async fn load_with(
 /// A directory may not hold, or lie in, the host's own state (the store, the
 /// audit trail and the compiled-code cache, which the host loads as native
 /// code, wherever `TOOLHOST_CACHE_DIR` puts it), nor hold the secrets file,
-/// the manifest or another file the host reads (`Manifest::host_files`).
+/// the database URL file, the manifest or another file the host reads
+/// (`Manifest::host_files`).
 /// Two grants may not nest where either is writable: the writable one would
 /// reach into the other, past its mode or its plugin.
 fn granted_directories(
@@ -238,6 +239,7 @@ fn granted_directories(
     let cache = cache.map(canonical);
     let mut protected = vec![canonical(&manifest.path)];
     protected.extend(manifest.secrets_file.as_deref().map(canonical));
+    protected.extend(manifest.store.database_url_file.as_deref().map(canonical));
     protected.extend(manifest.host_files.iter().map(|f| canonical(f)));
     // Every grant so far: its plugin, real path and mode.
     let mut granted: Vec<(&PluginName, PathBuf, FileMode)> = Vec::new();
