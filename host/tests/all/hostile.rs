@@ -302,6 +302,65 @@ async fn a_host_whose_log_nobody_reads_keeps_serving() {
 }
 
 #[tokio::test]
+async fn a_host_whose_log_nobody_reads_still_exits() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let m = manifest(vec![PluginEntry::fixture().with(
+        "instance = \"call\"\nlimits = { call_timeout_ms = 5000, log_lines = 200 }",
+    )]);
+    let mut host = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .env("TOOLHOST_LOG", "info")
+        .args(["serve", "--stdio", "--manifest"])
+        .arg(&m.path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // Kept open and never read: the pipe fills, and stays full.
+    let _unread = host.stderr.take();
+    let mut stdin = host.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(host.stdout.take().unwrap()).lines();
+    let messages = [
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": { "name": "test", "version": "1" } } }),
+        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+    ];
+    // Six floods of 200 lines: more than the log queue holds.
+    let floods = (2..8).map(|id| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "fixture_fault_run", "arguments": { "fault": "log-flood" } } })
+    });
+    for message in messages.into_iter().chain(floods) {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        let mut floods = 0;
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            if serde_json::from_str::<Value>(&line).unwrap()["id"].as_i64() >= Some(2) {
+                floods += 1;
+                if floods == 6 {
+                    return;
+                }
+            }
+        }
+        panic!("the host closed stdout before answering the floods");
+    });
+    answered.await.expect("the floods are answered");
+    // End of input: the host stops, though what it logged cannot be written.
+    drop(stdin);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), host.wait())
+        .await
+        .expect("the host exits though nobody reads its stderr")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
 async fn beyond_its_queue_a_plugin_is_busy_and_recovers() {
     let m = manifest(vec![PluginEntry::fixture().with(
         "instance = \"call\"\nlimits = { concurrent = 1, queue = 1, call_timeout_ms = 3000 }",
