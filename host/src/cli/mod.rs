@@ -11,6 +11,7 @@
 
 mod approval;
 mod audit;
+mod cache;
 mod call;
 mod lint;
 mod operator;
@@ -29,6 +30,7 @@ use clap::{Parser, Subcommand};
 
 pub use approval::{ApprovalArgs, ApprovalCommand};
 pub use audit::{AuditArgs, AuditCommand};
+pub use cache::{CacheArgs, CacheCommand};
 pub use call::CallArgs;
 pub use lint::LintArgs;
 pub use operator::{OperatorArgs, OperatorCommand};
@@ -85,6 +87,9 @@ pub enum Command {
     /// tools and their texts, grants) in tools-manifest.lock, which every
     /// load is held against.
     Vet(VetArgs),
+    /// Remove compiled components and kept records no host has used for a
+    /// while (`cache prune`).
+    Cache(CacheArgs),
 }
 
 /// How `lint` and `plugin inspect` print what they found.
@@ -136,6 +141,7 @@ pub async fn run(cli: Cli, logs: LogRedaction) -> anyhow::Result<()> {
         Command::Lint(args) => lint::lint_command(args).await,
         Command::Plugin(args) => plugin::plugin(args).await,
         Command::Vet(args) => vet::vet(args).await,
+        Command::Cache(args) => cache::cache(args).await,
     }
 }
 
@@ -265,16 +271,22 @@ const CACHE_DIR_VAR: &str = "TOOLHOST_CACHE_DIR";
 /// Python component once). Without a usable cache the host still works; it
 /// compiles at every start.
 fn cached_sandbox(manifest: &Manifest) -> anyhow::Result<Sandbox> {
-    let folder = match std::env::var_os(CACHE_DIR_VAR) {
-        Some(dir) if !dir.is_empty() => std::path::PathBuf::from(dir),
-        _ => ComponentCache::folder_in(&manifest.state_dir),
-    };
+    let folder = cache_folder(manifest);
     let cache = ComponentCache::open_at(&folder)
         .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
         .ok();
     let mut sandbox = Sandbox::new(cache, EngineSettings::of(manifest))?;
     sandbox.keep_grants_out_of(folder);
     Ok(sandbox)
+}
+
+/// The compiled-component cache's folder: `TOOLHOST_CACHE_DIR` when set,
+/// else under the manifest's `state_dir`.
+fn cache_folder(manifest: &Manifest) -> std::path::PathBuf {
+    match std::env::var_os(CACHE_DIR_VAR) {
+        Some(dir) if !dir.is_empty() => std::path::PathBuf::from(dir),
+        _ => ComponentCache::folder_in(&manifest.state_dir),
+    }
 }
 
 /// The open task a token belongs to, or why it cannot be used.

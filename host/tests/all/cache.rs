@@ -264,6 +264,24 @@ fn start_with_cache(m: &TestManifest, cache: &std::path::Path) -> String {
     log
 }
 
+/// `toolhost call helpdesk_ticket_list` on `m` with `cache` as the cache,
+/// which must succeed: its output, the log at `info`.
+fn list_tickets_with_cache(m: &TestManifest, cache: &std::path::Path) -> std::process::Output {
+    let out = toolhost()
+        .env("TOOLHOST_LOG", "info")
+        .env("TOOLHOST_CACHE_DIR", cache)
+        .args(["call", "helpdesk_ticket_list", "--manifest"])
+        .arg(&m.path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 #[test]
 fn a_cache_folder_others_may_write_is_refused_not_repaired() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
@@ -297,15 +315,8 @@ fn an_entry_others_may_write_is_compiled_afresh_not_loaded() {
     std::fs::set_permissions(&code, std::fs::Permissions::from_mode(0o666)).unwrap();
     // The described record is still used; the code is needed at the first
     // call, which compiles it afresh and replaces the entry.
-    let out = toolhost()
-        .env("TOOLHOST_LOG", "info")
-        .env("TOOLHOST_CACHE_DIR", cache.path())
-        .args(["call", "helpdesk_ticket_list", "--manifest"])
-        .arg(&m.path)
-        .output()
-        .unwrap();
+    let out = list_tickets_with_cache(&m, cache.path());
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{log}");
     assert!(
         log.contains("not a file only the host's user may write"),
         "{log}"
@@ -392,4 +403,105 @@ fn a_cache_folder_that_cannot_be_used_may_not_be_granted_either() {
         "{log}"
     );
     refused_for_the_cache(&log, "planter");
+}
+
+/// Sets the modification time of every file in `dir` to `age` ago.
+fn age_all(dir: &std::path::Path, age: std::time::Duration) {
+    let then = std::time::SystemTime::now() - age;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(entry.unwrap().path())
+            .unwrap();
+        file.set_modified(then).unwrap();
+    }
+}
+
+/// `toolhost cache prune ARGS` on `m` with `cache` as the cache: its output.
+fn prune(m: &TestManifest, cache: &std::path::Path, args: &[&str]) -> std::process::Output {
+    toolhost()
+        .env("TOOLHOST_CACHE_DIR", cache)
+        .args(["cache", "prune", "--manifest"])
+        .arg(&m.path)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn names(dir: &std::path::Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect()
+}
+
+/// One cache shared by two manifests: what the one still served uses stays,
+/// what only the other used a month ago goes, and so do files of writes
+/// that never finished; files the cache did not write are left alone.
+#[test]
+fn pruning_removes_what_no_host_used_for_a_while_and_keeps_what_a_start_used() {
+    let cache = tempfile::tempdir().unwrap();
+    let both = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
+    let helpdesk = manifest(vec![PluginEntry::helpdesk()]);
+    assert!(start_with_cache(&both, cache.path()).contains("origin=Compiled"));
+    let month = std::time::Duration::from_secs(31 * 24 * 60 * 60);
+    age_all(cache.path(), month);
+    // A write cut short two hours ago, one going on now, and someone's file.
+    let digest = "ab".repeat(32);
+    let stale = cache.path().join(format!("{digest}.cwasm.tmp-00ff"));
+    let live = cache.path().join(format!("{digest}.sha256.tmp-0a0b"));
+    std::fs::write(&stale, b"half").unwrap();
+    std::fs::write(&live, b"half").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(7200))
+        .unwrap();
+    std::fs::write(cache.path().join("notes.txt"), b"mine").unwrap();
+
+    // A start of the helpdesk alone reads (and so marks) its description,
+    // its code and seal, though it maps no code; it lints a new catalog.
+    let log = start_with_cache(&helpdesk, cache.path());
+    assert!(log.contains("origin=Described"), "{log}");
+    let before = names(cache.path());
+    assert_eq!(before.len(), 11, "{before:?}");
+
+    let dry = prune(&helpdesk, cache.path(), &["--dry-run"]);
+    let said = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.status.success(), "{dry:?}");
+    assert!(
+        said.contains("would remove 3 entries unused for 30days"),
+        "{said}"
+    );
+    assert!(said.contains("and 1 file of unfinished writes"), "{said}");
+    // The helpdesk's code and seal, its description, the new lint report.
+    assert!(said.contains("kept 3 entries"), "{said}");
+    assert!(said.contains("left alone 1 file the cache"), "{said}");
+    assert_eq!(names(cache.path()), before);
+
+    let done = prune(&helpdesk, cache.path(), &[]);
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{done:?}");
+    assert!(said.contains("removed 3 entries"), "{said}");
+    let after = names(cache.path());
+    // The helpdesk's code, seal and description, the new lint report, the
+    // write going on and the foreign file.
+    assert_eq!(after.len(), 6, "{after:?}");
+    assert!(after.contains("notes.txt") && after.contains(&format!("{digest}.sha256.tmp-0a0b")));
+    assert!(!after.contains(&format!("{digest}.cwasm.tmp-00ff")));
+
+    // The helpdesk starts warm still, its first call maps the kept code;
+    // the fixture's entry is gone, so it is compiled again.
+    let log = start_with_cache(&helpdesk, cache.path());
+    assert!(log.contains("origin=Described"), "{log}");
+    let out = list_tickets_with_cache(&helpdesk, cache.path());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!log.contains("origin=Compiled"), "{log}");
+    assert!(start_with_cache(&both, cache.path()).contains("origin=Compiled"));
+
+    // A period shorter than the day use is recorded to is refused.
+    let short = prune(&helpdesk, cache.path(), &["--unused-for", "2h"]);
+    assert!(!short.status.success());
+    assert!(String::from_utf8_lossy(&short.stderr).contains("at least 1d"));
 }

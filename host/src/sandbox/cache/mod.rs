@@ -38,6 +38,16 @@ use wasmtime::component::Component;
 
 use crate::manifest::Sha256Digest;
 
+mod prune;
+
+pub use prune::PruneReport;
+
+/// An entry is marked as used (its modification time moved to now) when it
+/// is read and was last marked longer ago than this: often enough for
+/// `prune`, which counts in days, and rarely enough that a start does not
+/// write to every entry it reads.
+const MARK_USE_AFTER: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
 /// Why the cache folder cannot be used. Compiling still works without it.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
@@ -55,6 +65,12 @@ pub enum CacheError {
         "the component cache {0} belongs to another user; use a folder the host's own user owns"
     )]
     NotOwned(PathBuf),
+    #[error("cannot prune the component cache {path}: {source}")]
+    Prune {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A folder of compiled components, written and read by this host only.
@@ -218,10 +234,13 @@ impl ComponentCache {
     }
 
     /// Whether an entry for `digest` is there (it is verified when loaded).
+    /// A start that serves a plugin from its description asks this, and may
+    /// map the code only weeks later, at the plugin's first call: the ask
+    /// marks the code used, so `prune` keeps it meanwhile.
     pub fn holds(&self, key: &EngineKey, digest: &Sha256Digest) -> bool {
         let key = entry_key(key, digest);
-        let is_file = |name: String| self.dir.metadata(name).is_ok_and(|m| m.is_file());
-        is_file(format!("{key}.cwasm")) && is_file(format!("{key}.sha256"))
+        let usable = |name: String| self.open_entry(&name).is_some();
+        usable(format!("{key}.cwasm")) && usable(format!("{key}.sha256"))
     }
 
     /// What the component `digest` offered in `context`, if kept.
@@ -313,6 +332,7 @@ impl ComponentCache {
             );
             return None;
         }
+        mark_used(&file, &meta);
         Some(file)
     }
 
@@ -394,6 +414,20 @@ impl ComponentCache {
             let _ = self.dir.remove_file(&tmp);
         }
         written
+    }
+}
+
+/// Moves `file`'s modification time to now if it was last marked more than
+/// [`MARK_USE_AFTER`] ago: what `prune` reads as the entry's last use. The
+/// host's user owns the file (checked), which is what setting its times on
+/// a read-only handle takes. A failure only makes the entry look older.
+fn mark_used(file: &fs::File, meta: &fs::Metadata) {
+    let now = std::time::SystemTime::now();
+    let stale = meta
+        .modified()
+        .is_ok_and(|at| now.duration_since(at).is_ok_and(|age| age > MARK_USE_AFTER));
+    if stale {
+        let _ = file.set_modified(now);
     }
 }
 

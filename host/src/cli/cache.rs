@@ -1,0 +1,98 @@
+//! `toolhost cache prune`: the compiled-component cache rid of what no
+//! host has used for a while.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+
+use super::cache_folder;
+use crate::manifest::Manifest;
+use crate::sandbox::{ComponentCache, PruneReport};
+
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// The manifest, for its state_dir (`TOOLHOST_CACHE_DIR` wins, as it
+    /// does for `serve`).
+    #[arg(long, default_value = "tools-manifest.toml", global = true)]
+    pub manifest: PathBuf,
+    #[command(subcommand)]
+    pub command: CacheCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Remove compiled code and kept records that no host has read for
+    /// `--unused-for`, and files of writes that never finished.
+    Prune {
+        /// How long an entry may go unused before it is removed (`30d`,
+        /// `12h`, …). Use is recorded to the day.
+        #[arg(long, default_value = "30d", value_parser = unused_for)]
+        unused_for: Duration,
+        /// Say what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// A humantime duration of at least a day: use is only marked once a day,
+/// so anything shorter would take entries in use for unused ones.
+fn unused_for(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|e| format!("{e} (e.g. 30d)"))?;
+    if duration < Duration::from_secs(24 * 60 * 60) {
+        return Err("at least 1d: a host marks what it reads as used once a day".into());
+    }
+    Ok(duration)
+}
+
+pub(super) async fn cache(args: CacheArgs) -> anyhow::Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let folder = cache_folder(&manifest);
+    let CacheCommand::Prune {
+        unused_for,
+        dry_run,
+    } = args.command;
+    if !folder.is_dir() {
+        bail!("there is no component cache at {}", folder.display());
+    }
+    let cache = ComponentCache::open_at(&folder)?;
+    let report = cache
+        .prune(unused_for, dry_run)
+        .context("nothing more was removed")?;
+    println!("{}", summary(&report, cache.path(), unused_for, dry_run));
+    Ok(())
+}
+
+fn summary(r: &PruneReport, path: &std::path::Path, unused_for: Duration, dry_run: bool) -> String {
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    let count =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let verb = if dry_run { "would remove" } else { "removed" };
+    let mut text = format!(
+        "{}: {verb} {} unused for {} ({:.1} MiB)",
+        path.display(),
+        count(r.removed, "entry", "entries"),
+        humantime::format_duration(unused_for),
+        mib(r.removed_bytes),
+    );
+    if r.unfinished > 0 {
+        text += &format!(
+            " and {} of unfinished writes ({:.1} MiB)",
+            count(r.unfinished, "file", "files"),
+            mib(r.unfinished_bytes)
+        );
+    }
+    text += &format!(
+        "; kept {} ({:.1} MiB)",
+        count(r.kept, "entry", "entries"),
+        mib(r.kept_bytes)
+    );
+    if r.foreign > 0 {
+        text += &format!(
+            "; left alone {} the cache did not write",
+            count(r.foreign, "file", "files")
+        );
+    }
+    text
+}
