@@ -579,6 +579,34 @@ fn the_host_refuses_to_start_when_a_grant_holds_its_admin_token() {
     }
 }
 
+/// The database URL file holds PostgreSQL's password: no grant may hold it.
+/// (A serving host starts while its database cannot be reached, so no
+/// database is needed to see the refusal.)
+#[test]
+fn no_plugin_may_be_granted_the_database_url_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let grant = "files = [{ host = \"shared\", guest = \"/shared\", mode = \"ro\" }]";
+    let fixture = manifest(vec![PluginEntry::fixture().with(grant)]);
+    let text = std::fs::read_to_string(&fixture.path).unwrap();
+    let m = manifest_text(&format!(
+        "[host]\nstore = \"postgres\"\ndatabase_url_file = \"shared/db-url\"\n\n{text}"
+    ));
+    let dir = m.path.parent().unwrap().join("shared");
+    std::fs::create_dir(&dir).unwrap();
+    let url = dir.join("db-url");
+    // Nothing listens on port 1 of the loopback: refused at once.
+    std::fs::write(&url, "postgres://toolhost:a-password@127.0.0.1:1/toolhost").unwrap();
+    std::fs::set_permissions(&url, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = start_and_exit(&m, &["--strict"]);
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains("plugin `fixture` refused")
+            && out.stderr.contains("db-url, which no plugin may see"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[tokio::test]
 async fn a_plugin_inventing_error_codes_cannot_grow_the_metrics() {
     const ADMIN_TOKEN: &str = "admin-token-for-plugin-error-codes-01234";
