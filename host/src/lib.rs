@@ -22,6 +22,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod operator;
 pub mod policy;
+pub mod pruning;
 pub mod queue;
 pub mod redact;
 pub mod registry;

@@ -1,5 +1,5 @@
-//! `toolhost cache prune`: the compiled-component cache rid of what no
-//! host has used for a while.
+//! `toolhost cache prune`: the compiled-component cache and the registry
+//! artifact cache rid of what no host has used for a while.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,7 +9,9 @@ use clap::{Args, Subcommand};
 
 use super::cache_folder;
 use crate::manifest::Manifest;
-use crate::sandbox::{ComponentCache, PruneReport};
+use crate::pruning::PruneReport;
+use crate::registry::OciCache;
+use crate::sandbox::ComponentCache;
 
 #[derive(Debug, Args)]
 pub struct CacheArgs {
@@ -23,11 +25,12 @@ pub struct CacheArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum CacheCommand {
-    /// Remove compiled code and kept records that no host has read for
-    /// `--unused-for`, and files of writes that never finished.
+    /// Remove compiled code, kept records and pulled registry artifacts
+    /// that no host has read for `--unused-for`, and files of writes that
+    /// never finished.
     Prune {
         /// How long an entry may go unused before it is removed (`30d`,
-        /// `12h`, …). Use is recorded to the day.
+        /// `6w`, …; at least `1d`). Use is recorded to the day.
         #[arg(long, default_value = "30d", value_parser = unused_for)]
         unused_for: Duration,
         /// Say what would be removed; remove nothing.
@@ -53,24 +56,73 @@ pub(super) async fn cache(args: CacheArgs) -> anyhow::Result<()> {
         unused_for,
         dry_run,
     } = args.command;
-    if !folder.is_dir() {
-        bail!("there is no component cache at {}", folder.display());
+    let (mut found, mut failed) = (false, 0);
+    if folder.is_dir() {
+        found = true;
+        let cache = ComponentCache::open_at(&folder)?;
+        let report = cache
+            .prune(unused_for, dry_run)
+            .context("nothing was removed from it")?;
+        println!(
+            "{}",
+            summary(
+                "compiled components",
+                &report,
+                cache.path(),
+                unused_for,
+                dry_run
+            )
+        );
+        failed += report.failed;
     }
-    let cache = ComponentCache::open_at(&folder)?;
-    let report = cache
-        .prune(unused_for, dry_run)
-        .context("nothing more was removed")?;
-    println!("{}", summary(&report, cache.path(), unused_for, dry_run));
+    let artifacts = OciCache::in_state_dir(&manifest.state_dir);
+    if artifacts.path().is_dir() {
+        found = true;
+        let report = artifacts.prune(unused_for, dry_run).with_context(|| {
+            format!(
+                "cannot list the registry artifact cache {}; nothing was removed from it",
+                artifacts.path().display()
+            )
+        })?;
+        println!(
+            "{}",
+            summary(
+                "registry artifacts",
+                &report,
+                artifacts.path(),
+                unused_for,
+                dry_run
+            )
+        );
+        failed += report.failed;
+    }
+    if !found {
+        println!(
+            "nothing to prune: neither {} nor {} exists",
+            folder.display(),
+            artifacts.path().display()
+        );
+    }
+    if failed > 0 {
+        bail!("{failed} could not be removed (see above)");
+    }
     Ok(())
 }
 
-fn summary(r: &PruneReport, path: &std::path::Path, unused_for: Duration, dry_run: bool) -> String {
+/// One line per cache: `WHAT in PATH: removed …; kept …`.
+fn summary(
+    what: &str,
+    r: &PruneReport,
+    path: &std::path::Path,
+    unused_for: Duration,
+    dry_run: bool,
+) -> String {
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     let count =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let verb = if dry_run { "would remove" } else { "removed" };
     let mut text = format!(
-        "{}: {verb} {} unused for {} ({:.1} MiB)",
+        "{what} in {}: {verb} {} unused for {} ({:.1} MiB)",
         path.display(),
         count(r.removed, "entry", "entries"),
         humantime::format_duration(unused_for),
@@ -78,8 +130,8 @@ fn summary(r: &PruneReport, path: &std::path::Path, unused_for: Duration, dry_ru
     );
     if r.unfinished > 0 {
         text += &format!(
-            " and {} of unfinished writes ({:.1} MiB)",
-            count(r.unfinished, "file", "files"),
+            " and {} ({:.1} MiB)",
+            count(r.unfinished, "unfinished write", "unfinished writes"),
             mib(r.unfinished_bytes)
         );
     }
@@ -92,6 +144,12 @@ fn summary(r: &PruneReport, path: &std::path::Path, unused_for: Duration, dry_ru
         text += &format!(
             "; left alone {} the cache did not write",
             count(r.foreign, "file", "files")
+        );
+    }
+    if let Some(first) = &r.first_failure {
+        text += &format!(
+            "; could not remove {} (first: {first})",
+            count(r.failed, "file", "files")
         );
     }
     text

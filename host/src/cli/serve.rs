@@ -20,12 +20,13 @@ use crate::dispatch::Toolhost;
 use crate::gate::Network;
 use crate::gate::SecretStore;
 use crate::lint;
-use crate::manifest::Manifest;
+use crate::manifest::{ComponentSource, Manifest};
 use crate::mcp::http::{HttpOptions, HttpServer};
 use crate::mcp::{McpCatalog, stdio};
 use crate::operator;
 use crate::operator::admin::{AdminServer, AdminToken};
 use crate::redact::LogRedaction;
+use crate::registry::OciCache;
 use crate::sandbox::ComponentCache;
 use crate::store::postgres::{CheckpointRow, PostgresStore};
 use crate::store::{self, Store, StoreError};
@@ -288,6 +289,7 @@ async fn serve_recorded(
         manifest.host_files.push(file.to_path_buf());
     }
     let (host, cache) = load_host(&manifest, store.clone(), &audit, &logs).await?;
+    tokio::spawn(keep_caches_marked(cache.clone(), &manifest));
     let host = Arc::new(host);
     let webhook = match &manifest.approval_webhook {
         None => None,
@@ -575,6 +577,48 @@ fn record_catalog(audit: &Audit, manifest: &Manifest, catalog: &catalog::Catalog
             sha256,
             reason: refusal.reason.clone(),
         });
+    }
+}
+
+/// How often a serving host marks what it uses in its caches as used
+/// again: well within the day a mark lasts (`crate::pruning`).
+const MARK_CACHES_EVERY: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// Keeps what this host uses from looking unused to `toolhost cache
+/// prune` however long it runs: the compiled-cache entries it read or
+/// wrote, and the registry artifacts its manifest pins, which a restart
+/// without the registry needs. Runs until the runtime stops.
+fn keep_caches_marked(
+    cache: Option<ComponentCache>,
+    manifest: &Manifest,
+) -> impl std::future::Future<Output = ()> + use<> {
+    let artifacts = OciCache::in_state_dir(&manifest.state_dir);
+    let pinned: Vec<_> = manifest
+        .plugins
+        .iter()
+        .filter_map(|p| match &p.component {
+            ComponentSource::Oci(reference) => reference.digest,
+            ComponentSource::File(_) => None,
+        })
+        .collect();
+    async move {
+        let mut every = tokio::time::interval(MARK_CACHES_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick is now, and loading has just marked them.
+        every.tick().await;
+        loop {
+            every.tick().await;
+            let (cache, artifacts, pinned) = (cache.clone(), artifacts.clone(), pinned.clone());
+            let marked = tokio::task::spawn_blocking(move || {
+                if let Some(cache) = cache {
+                    cache.mark_in_use();
+                }
+                for digest in pinned {
+                    artifacts.mark_in_use(digest);
+                }
+            });
+            let _ = marked.await;
+        }
     }
 }
 

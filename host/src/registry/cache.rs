@@ -8,9 +8,11 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use super::Artifact;
 use crate::manifest::Sha256Digest;
+use crate::pruning::{self, PruneReport, UNFINISHED_AFTER, cutoff, unused_before};
 use crate::signing::{Bundle, MAX_BUNDLES};
 
 const MANIFEST: &str = "manifest.json";
@@ -41,7 +43,10 @@ impl OciCache {
         let manifest = std::fs::read(entry.join(MANIFEST)).ok()?;
         let component = std::fs::read(entry.join(COMPONENT)).ok()?;
         match Artifact::verified(reference, digest, manifest, component) {
-            Ok(artifact) => Some(artifact),
+            Ok(artifact) => {
+                self.mark_in_use(digest);
+                Some(artifact)
+            }
             Err(e) => {
                 tracing::warn!(entry = %entry.display(), "a cached artifact does not verify and is pulled again: {e}");
                 None
@@ -103,6 +108,101 @@ impl OciCache {
         file.sync_all()?;
         std::fs::rename(staging, entry.join(SIGNATURES))
     }
+}
+
+impl OciCache {
+    /// Where the cache is.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Marks the entry of `digest`, if there is one, as used (what `prune`
+    /// reads as its last use; see `crate::pruning`). Every load that reads
+    /// it does, and a serving host does again while it runs, so that the
+    /// artifacts it would load offline at a restart are kept.
+    pub fn mark_in_use(&self, digest: Sha256Digest) {
+        if let Ok(folder) = std::fs::File::open(self.entry(digest)) {
+            let modified = folder.metadata().and_then(|m| m.modified()).ok();
+            pruning::mark_used(&folder, modified);
+        }
+    }
+
+    /// Removes the artifacts no host has used for `unused_for` (see
+    /// [`OciCache::mark_in_use`]), and folders of writes that never
+    /// finished (untouched for an hour). Anything else in the folder is
+    /// left alone. An artifact removed that a host still needs is pulled
+    /// again, by digest, at its next load. With `dry_run` nothing is
+    /// removed. A folder that cannot be removed is counted and the prune
+    /// goes on; only a cache that cannot be listed is an error.
+    pub fn prune(&self, unused_for: Duration, dry_run: bool) -> std::io::Result<PruneReport> {
+        let now = SystemTime::now();
+        let (cutoff, stale_write) = (
+            unused_before(now, unused_for),
+            cutoff(now, UNFINISHED_AFTER),
+        );
+        let mut report = PruneReport::default();
+        for item in std::fs::read_dir(&self.dir)? {
+            let item = item?;
+            let name = item.file_name();
+            let name = name.to_str().unwrap_or_default();
+            // Not following links: a link is not the cache's own folder.
+            let Ok(meta) = item.path().symlink_metadata() else {
+                continue; // gone since the listing: another prune
+            };
+            let is_digest =
+                name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+            let is_staging = name.starts_with(".new-") || name.starts_with(".old-");
+            if !meta.is_dir() || !(is_digest || is_staging) {
+                report.foreign += 1;
+                continue;
+            }
+            let used = meta.modified().unwrap_or(now);
+            let bytes = folder_bytes(&item.path());
+            // A staging folder still being written is some host's business.
+            let stale = match is_digest {
+                true => used < cutoff,
+                false => used < stale_write,
+            };
+            if is_digest && !stale {
+                report.kept += 1;
+                report.kept_bytes += bytes;
+                continue;
+            }
+            if !stale {
+                continue;
+            }
+            let removed = match dry_run {
+                true => Ok(()),
+                false => std::fs::remove_dir_all(item.path()),
+            };
+            match removed {
+                Ok(()) if is_digest => {
+                    report.removed += 1;
+                    report.removed_bytes += bytes;
+                }
+                Ok(()) => {
+                    report.unfinished += 1;
+                    report.unfinished_bytes += bytes;
+                }
+                // Another prune was first.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => report.failed(name, &e),
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// The bytes of the files directly in `folder` (an entry holds no
+/// folders).
+fn folder_bytes(folder: &Path) -> u64 {
+    std::fs::read_dir(folder).map_or(0, |items| {
+        items
+            .filter_map(|item| item.ok()?.metadata().ok())
+            .filter(std::fs::Metadata::is_file)
+            .map(|m| m.len())
+            .sum()
+    })
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {

@@ -9,9 +9,7 @@ mod cache;
 mod state;
 
 pub use bindings::{CallContext, ToolError, ToolSpec};
-pub use cache::{
-    CacheError, ComponentCache, Described, DescribedTool, FileStamp, Origin, PruneReport,
-};
+pub use cache::{CacheError, ComponentCache, Described, DescribedTool, FileStamp, Origin};
 pub use state::{GrantedDir, PluginShared};
 
 use std::collections::HashMap;

@@ -597,6 +597,7 @@ fn no_plugin_may_be_granted_the_database_url_file() {
     // Nothing listens on port 1 of the loopback: refused at once.
     std::fs::write(&url, "postgres://toolhost:a-password@127.0.0.1:1/toolhost").unwrap();
     std::fs::set_permissions(&url, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The file's URL (`toolhost()` clears the environment's).
     let out = start_and_exit(&m, &["--strict"]);
     assert!(!out.success);
     assert!(

@@ -519,3 +519,65 @@ async fn an_upgrade_in_the_registry_is_diffed_refused_until_vetted_and_so_is_a_d
     assert!(vet(&m).status.success());
     assert_eq!(sorted_names(&m).await, ["spy_echo_get", "spy_fault_run"]);
 }
+
+/// Sets the modification time of `path` (a file or folder) to `age` ago.
+fn age(path: &Path, age: std::time::Duration) {
+    std::fs::File::open(path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - age)
+        .unwrap();
+}
+
+/// `toolhost cache prune` on `m`: what it printed.
+fn prune(m: &TestManifest) -> String {
+    run(&["cache", "prune", "--manifest", m.path.to_str().unwrap()])
+}
+
+/// A pulled artifact a load keeps reading stays; once no load has read it
+/// for a month it is removed, and the next load pulls it again. Folders of
+/// writes cut short go too, those of a write going on stay.
+#[test]
+fn pruning_removes_artifacts_no_load_read_for_a_while() {
+    let registry = Registry::start();
+    let pushed = push(&wasm("fixture"), &registry.reference("tools/box:1.0"));
+    let m = write_manifest(None, vec![from_registry(boxed(), &pushed)], &[]).unwrap();
+    assert!(start_and_exit(&m, &[]).success);
+    let folder = m.path.parent().unwrap().join(".toolhost/oci/sha256");
+    let entry = folder.join(pushed.rsplit_once("sha256:").unwrap().1);
+    assert!(entry.join("component.wasm").is_file());
+    let month = std::time::Duration::from_secs(31 * 24 * 60 * 60);
+    let (cut_short, going_on) = (folder.join(".new-cut"), folder.join(".old-going"));
+    std::fs::create_dir(&cut_short).unwrap();
+    std::fs::create_dir(&going_on).unwrap();
+    age(&cut_short, std::time::Duration::from_secs(7200));
+    std::fs::write(folder.join("notes.txt"), b"mine").unwrap();
+
+    // Read by a load since it was last marked: kept.
+    age(&entry, month);
+    assert!(start_and_exit(&m, &[]).success);
+    let said = prune(&m);
+    let line = said
+        .lines()
+        .find(|l| l.starts_with("registry artifacts"))
+        .unwrap();
+    assert!(
+        line.contains("removed 0 entries")
+            && line.contains("and 1 unfinished write")
+            && line.contains("kept 1 entry")
+            && line.contains("left alone 1 file"),
+        "{said}"
+    );
+    assert!(entry.is_dir() && going_on.is_dir() && !cut_short.exists());
+
+    // Unread for a month: removed, and pulled again by the next load.
+    age(&entry, month);
+    let said = prune(&m);
+    assert!(
+        said.contains("registry artifacts") && said.contains("removed 1 entry"),
+        "{said}"
+    );
+    assert!(!entry.exists() && folder.join("notes.txt").is_file());
+    let start = start_and_exit(&m, &[]);
+    assert!(start.success, "{}", start.stderr);
+    assert!(entry.join("component.wasm").is_file());
+}

@@ -214,9 +214,14 @@ pub fn manifest_text(text: &str) -> TestManifest {
     TestManifest { _dir: dir, path }
 }
 
+/// The host binary, with none of the environment a developer's shell may
+/// carry that would point it elsewhere (a database, a shared cache): a test
+/// that wants one sets it.
 pub fn toolhost() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolhost"));
-    cmd.env("TOOLHOST_LOG", "warn");
+    cmd.env("TOOLHOST_LOG", "warn")
+        .env_remove("TOOLHOST_DATABASE_URL")
+        .env_remove("TOOLHOST_CACHE_DIR");
     cmd
 }
 

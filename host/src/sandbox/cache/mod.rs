@@ -23,12 +23,13 @@
 //! rewritten. Entries are keyed by the component's digest and the engine's
 //! configuration, so a changed component or engine never hits.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
 
@@ -39,14 +40,6 @@ use wasmtime::component::Component;
 use crate::manifest::Sha256Digest;
 
 mod prune;
-
-pub use prune::PruneReport;
-
-/// An entry is marked as used (its modification time moved to now) when it
-/// is read and was last marked longer ago than this: often enough for
-/// `prune`, which counts in days, and rarely enough that a start does not
-/// write to every entry it reads.
-const MARK_USE_AFTER: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
 
 /// Why the cache folder cannot be used. Compiling still works without it.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +76,10 @@ pub struct ComponentCache {
     path: PathBuf,
     /// The host's effective user, who alone may own and write entries.
     owner: u32,
+    /// The entries this host has read or written: what it uses, which a
+    /// serving host marks as used again while it runs
+    /// ([`ComponentCache::mark_in_use`]).
+    in_use: Arc<Mutex<BTreeSet<String>>>,
 }
 
 /// Where a component came from, for the start-up log.
@@ -187,6 +184,7 @@ impl ComponentCache {
             dir: Arc::new(opened),
             path,
             owner,
+            in_use: Arc::default(),
         })
     }
 
@@ -239,8 +237,25 @@ impl ComponentCache {
     /// marks the code used, so `prune` keeps it meanwhile.
     pub fn holds(&self, key: &EngineKey, digest: &Sha256Digest) -> bool {
         let key = entry_key(key, digest);
-        let usable = |name: String| self.open_entry(&name).is_some();
+        // Quietly: an entry that fails the checks is reported when loaded.
+        let usable = |name: String| self.checked_entry(&name, false).is_some();
         usable(format!("{key}.cwasm")) && usable(format!("{key}.sha256"))
+    }
+
+    /// Marks every entry this host has read or written as used (see
+    /// `crate::pruning`), as it would be at a restart. A serving host calls
+    /// this periodically, so that a prune does not take its entries for
+    /// unused however long it runs: code a plugin not yet called will map,
+    /// a description a restart will serve.
+    pub fn mark_in_use(&self) {
+        let names = self
+            .in_use
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for name in names {
+            self.checked_entry(&name, false);
+        }
     }
 
     /// What the component `digest` offered in `context`, if kept.
@@ -316,6 +331,12 @@ impl ComponentCache {
     /// user that no one else may write; `None` if it is missing or is not
     /// (which is logged: someone else wrote in the folder).
     fn open_entry(&self, name: &str) -> Option<fs::File> {
+        self.checked_entry(name, true)
+    }
+
+    /// [`ComponentCache::open_entry`], logging an entry that fails the
+    /// checks only if `report`. An entry that passes is marked as used.
+    fn checked_entry(&self, name: &str, report: bool) -> Option<fs::File> {
         let file = self.dir.open(name).ok()?.into_std();
         let meta = file.metadata().ok()?;
         use std::os::unix::fs::MetadataExt as _;
@@ -326,14 +347,25 @@ impl ComponentCache {
             || meta.mode() & 0o022 != 0
             || meta.nlink() != 1
         {
-            tracing::warn!(
-                "{} in the component cache is not a file only the host's user may write; ignoring it",
-                self.path.join(name).display()
-            );
+            if report {
+                tracing::warn!(
+                    "{} in the component cache is not a file only the host's user may write; ignoring it",
+                    self.path.join(name).display()
+                );
+            }
             return None;
         }
-        mark_used(&file, &meta);
+        // What `prune` reads as the entry's last use.
+        crate::pruning::mark_used(&file, meta.modified().ok());
+        self.used(name);
         Some(file)
+    }
+
+    fn used(&self, name: &str) {
+        let mut in_use = self.in_use.lock().unwrap_or_else(|p| p.into_inner());
+        if !in_use.contains(name) {
+            in_use.insert(name.to_string());
+        }
     }
 
     fn read_entry(&self, name: &str) -> Option<Vec<u8>> {
@@ -409,25 +441,12 @@ impl ComponentCache {
                 file.sync_all()
             })
             .and_then(|()| self.dir.rename(&tmp, &self.dir, name));
-        if written.is_err() {
+        match written {
+            Ok(()) => self.used(name),
             // A full disk must not also leave the half-written file behind.
-            let _ = self.dir.remove_file(&tmp);
+            Err(_) => drop(self.dir.remove_file(&tmp)),
         }
         written
-    }
-}
-
-/// Moves `file`'s modification time to now if it was last marked more than
-/// [`MARK_USE_AFTER`] ago: what `prune` reads as the entry's last use. The
-/// host's user owns the file (checked), which is what setting its times on
-/// a read-only handle takes. A failure only makes the entry look older.
-fn mark_used(file: &fs::File, meta: &fs::Metadata) {
-    let now = std::time::SystemTime::now();
-    let stale = meta
-        .modified()
-        .is_ok_and(|at| now.duration_since(at).is_ok_and(|age| age > MARK_USE_AFTER));
-    if stale {
-        let _ = file.set_modified(now);
     }
 }
 

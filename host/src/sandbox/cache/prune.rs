@@ -4,11 +4,11 @@
 //! Entries are named by digests, so a file's name cannot say whether a
 //! manifest still needs it, and one cache may serve several manifests
 //! (`TOOLHOST_CACHE_DIR`). Use is read from the files' modification times
-//! instead: every read of an entry moves its time to now, at most once a
-//! day (`ComponentCache::open_entry`), so an entry's newest file says when
-//! a host last took it. Removing an entry a host still needs costs that
-//! host one compile (or one `describe()`) at its next start or first call,
-//! never a wrong answer: an entry that is missing is made again.
+//! instead (`crate::pruning`): a host marks each entry it reads or writes
+//! as used, once a day, and a serving host marks its entries again while
+//! it runs, so an entry's newest file says when a host last needed it.
+//! Removing an entry a host still needs costs that host one compile (or
+//! one `describe()`), never a wrong answer: a missing entry is made again.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -16,28 +16,7 @@ use std::time::{Duration, SystemTime};
 use cap_std::fs::MetadataExt;
 
 use super::{CacheError, ComponentCache};
-
-/// A write in progress rewrites its temporary file continuously; one left
-/// untouched this long belongs to a writer that is gone.
-const UNFINISHED_AFTER: Duration = Duration::from_secs(60 * 60);
-
-/// What [`ComponentCache::prune`] found and did, for the operator.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct PruneReport {
-    /// Entries (a component's code and seal, a description, a lint report)
-    /// unused for longer than asked, removed.
-    pub removed: usize,
-    pub removed_bytes: u64,
-    /// Temporary files of writes that never finished, removed.
-    pub unfinished: usize,
-    pub unfinished_bytes: u64,
-    /// Entries used more recently, kept.
-    pub kept: usize,
-    pub kept_bytes: u64,
-    /// Files that are not the cache's own (another name, another owner, a
-    /// folder): never removed, only counted.
-    pub foreign: usize,
-}
+use crate::pruning::{PruneReport, UNFINISHED_AFTER, cutoff, unused_before};
 
 /// What a cache file is, by its name.
 #[derive(Debug, PartialEq, Eq)]
@@ -52,7 +31,9 @@ enum Kind<'a> {
 /// `DIGEST.described.json`, `DIGEST.KIND.json`, and any of them followed by
 /// `.tmp-` and a hexadecimal id while being written.
 fn kind_of(name: &str) -> Option<Kind<'_>> {
-    let is_hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+    // The cache writes lowercase hexadecimal only.
+    let is_hex =
+        |s: &str| !s.is_empty() && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     if let Some((base, id)) = name.rsplit_once(".tmp-") {
         return (is_hex(id) && matches!(kind_of(base), Some(Kind::Entry(_))))
             .then_some(Kind::Unfinished);
@@ -82,19 +63,19 @@ impl ComponentCache {
     /// `unused_for` ago, and temporary files left by writes that never
     /// finished (untouched for an hour). Files the cache did not write
     /// (another name or owner) are left alone. With `dry_run` nothing is
-    /// removed: the report says what would be.
+    /// removed: the report says what would be. A file that cannot be
+    /// removed is counted and the prune goes on; only a folder that cannot
+    /// be listed is an error.
     pub fn prune(&self, unused_for: Duration, dry_run: bool) -> Result<PruneReport, CacheError> {
         let failed = |source| CacheError::Prune {
             path: self.path.clone(),
             source,
         };
         let now = SystemTime::now();
-        let cutoff = now
-            .checked_sub(unused_for)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        let stale_write = now
-            .checked_sub(UNFINISHED_AFTER)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let (cutoff, stale_write) = (
+            unused_before(now, unused_for),
+            cutoff(now, UNFINISHED_AFTER),
+        );
         let mut report = PruneReport::default();
         let mut entries: BTreeMap<String, Found> = BTreeMap::new();
         let mut unfinished = Vec::new();
@@ -131,9 +112,17 @@ impl ComponentCache {
             }
         }
         for (name, bytes) in unfinished {
-            if dry_run || self.remove(&name).map_err(failed)? {
-                report.unfinished += 1;
-                report.unfinished_bytes += bytes;
+            let removed = match dry_run {
+                true => Ok(true),
+                false => self.remove(&name),
+            };
+            match removed {
+                Ok(true) => {
+                    report.unfinished += 1;
+                    report.unfinished_bytes += bytes;
+                }
+                Ok(false) => {}
+                Err(e) => report.failed(&name, &e),
             }
         }
         for found in entries.into_values() {
@@ -146,13 +135,18 @@ impl ComponentCache {
             // its seal compiles afresh, as it does for a missing entry.
             let mut files = found.files;
             files.sort_by_key(|name| !name.ends_with(".sha256"));
-            for name in &files {
-                if !dry_run {
-                    self.remove(name).map_err(failed)?;
+            let mut removed = dry_run;
+            for name in files.iter().filter(|_| !dry_run) {
+                match self.remove(name) {
+                    Ok(gone) => removed |= gone,
+                    Err(e) => report.failed(name, &e),
                 }
             }
-            report.removed += 1;
-            report.removed_bytes += found.bytes;
+            // Counted once, if any of its files went (by this prune).
+            if removed {
+                report.removed += 1;
+                report.removed_bytes += found.bytes;
+            }
         }
         Ok(report)
     }
@@ -170,6 +164,74 @@ impl ComponentCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+    /// Sets the modification time of `name` in `cache` to `age` ago.
+    fn age(cache: &ComponentCache, name: &str, age: Duration) {
+        let file = std::fs::File::open(cache.path().join(name)).unwrap();
+        file.set_modified(SystemTime::now() - age).unwrap();
+    }
+
+    fn modified(cache: &ComponentCache, name: &str) -> SystemTime {
+        std::fs::metadata(cache.path().join(name))
+            .unwrap()
+            .modified()
+            .unwrap()
+    }
+
+    /// A record's file name, as the cache writes it.
+    fn record(cache: &ComponentCache, key: &str) -> String {
+        cache.record_name("lint", key)
+    }
+
+    #[test]
+    fn an_entry_goes_once_its_mark_is_older_than_the_period_and_a_day() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ComponentCache::open_at(dir.path()).unwrap();
+        for key in ["old", "marked-late", "fresh"] {
+            cache.keep("lint", key, b"{}");
+        }
+        age(&cache, &record(&cache, "old"), 32 * DAY);
+        // Marked 30.5 days ago, it may have been read up to a day later.
+        age(&cache, &record(&cache, "marked-late"), 30 * DAY + DAY / 2);
+        let dry = cache.prune(30 * DAY, true).unwrap();
+        assert_eq!((dry.removed, dry.kept, dry.failed), (1, 2, 0));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+        let done = cache.prune(30 * DAY, false).unwrap();
+        assert_eq!((done.removed, done.kept, done.failed), (1, 2, 0));
+        assert!(cache.kept("lint", "old").is_none());
+        assert!(cache.kept("lint", "fresh").is_some());
+        // Nothing is counted twice, nor removed again.
+        let again = cache.prune(30 * DAY, false).unwrap();
+        assert_eq!((again.removed, again.kept), (0, 2));
+    }
+
+    #[test]
+    fn a_running_host_marks_again_what_it_read_or_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ComponentCache::open_at(dir.path()).unwrap();
+        cache.keep("lint", "written", b"{}");
+        let other = ComponentCache::open_at(dir.path()).unwrap();
+        other.keep("lint", "read", b"{}");
+        other.keep("lint", "not-mine", b"{}");
+        assert!(cache.kept("lint", "read").is_some());
+        for key in ["written", "read", "not-mine"] {
+            age(&cache, &record(&cache, key), 2 * DAY);
+        }
+        cache.mark_in_use();
+        let recent = |key| {
+            let at = modified(&cache, &record(&cache, key));
+            SystemTime::now().duration_since(at).unwrap() < DAY
+        };
+        assert!(recent("written") && recent("read"));
+        assert!(!recent("not-mine"));
+        // A mark younger than a day is left as it is: no write.
+        age(&cache, &record(&cache, "read"), DAY / 2);
+        let before = modified(&cache, &record(&cache, "read"));
+        cache.mark_in_use();
+        assert_eq!(modified(&cache, &record(&cache, "read")), before);
+    }
 
     const DIGEST: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -193,6 +255,8 @@ mod tests {
             &format!("{DIGEST}.wasm"),
             &format!("{DIGEST}.cwasm.bak"),
             &format!("{DIGEST}.Lint.json"),
+            &DIGEST.to_uppercase(),
+            &format!("{}.cwasm", DIGEST.to_uppercase()),
             &format!("{DIGEST}..json"),
             &format!("{DIGEST}.cwasm.tmp-"),
             &format!("{DIGEST}.cwasm.tmp-xyz"),
