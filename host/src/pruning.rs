@@ -36,34 +36,45 @@ pub fn cutoff(now: SystemTime, age: Duration) -> SystemTime {
     now.checked_sub(age).unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
+/// The shortest period a prune takes: a serving host's marks may be a day
+/// and a half old (a read marks only a mark a day old, and the host marks
+/// again every 12 hours), which a day beyond a day's period covers.
+pub const MIN_UNUSED_FOR: Duration = MARK_USE_AFTER;
+
 /// The modification time before which an entry was surely not read for
-/// `unused_for`. A read marks an entry only once its mark is a day old,
-/// so the last read may have come up to a day after the mark: an entry
-/// counts as unused only when its mark is older than `unused_for` and
-/// that day.
+/// `unused_for` (at least [`MIN_UNUSED_FOR`]). A read marks an entry only
+/// once its mark is a day old, so the last read may have come up to a day
+/// after the mark: an entry counts as unused only when its mark is older
+/// than `unused_for` and that day.
 pub fn unused_before(now: SystemTime, unused_for: Duration) -> SystemTime {
+    let unused_for = unused_for.max(MIN_UNUSED_FOR);
     cutoff(now, unused_for.saturating_add(MARK_USE_AFTER))
 }
 
 /// What a prune of one cache found and did, for the operator.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PruneReport {
-    /// Entries unused for longer than asked, removed (or, in a dry run,
-    /// that would be).
+    /// Entries unused for longer than asked, removed whole (or, in a dry
+    /// run, that would be).
     pub removed: usize,
+    /// The bytes of the files of those entries.
     pub removed_bytes: u64,
     /// Temporary files or folders of writes that never finished, removed.
     pub unfinished: usize,
+    /// The bytes of those.
     pub unfinished_bytes: u64,
-    /// Entries used more recently, kept.
+    /// Entries used more recently (or since the prune began), kept.
     pub kept: usize,
+    /// The bytes of their files.
     pub kept_bytes: u64,
-    /// Files the cache did not write (another name, another owner, a
-    /// link): never removed, only counted.
+    /// What the cache did not write (another name, another owner, a
+    /// symbolic link, a folder among files or a file among folders):
+    /// never removed, only counted.
     pub foreign: usize,
-    /// Entries or files that could not be removed (counted in none of the
-    /// above), and why the first could not.
+    /// Entries, files or folders that could not be removed, or not whole
+    /// (counted in none of the above).
     pub failed: usize,
+    /// Why the first of those could not be.
     pub first_failure: Option<String>,
 }
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 
 use super::cache_folder;
@@ -56,45 +56,43 @@ pub(super) async fn cache(args: CacheArgs) -> anyhow::Result<()> {
         unused_for,
         dry_run,
     } = args.command;
-    let (mut found, mut failed) = (false, 0);
+    // Each cache on its own: one that cannot be pruned (another user's,
+    // say) does not keep the other from being pruned.
+    let mut found = false;
+    let mut failures: Vec<String> = Vec::new();
     if folder.is_dir() {
         found = true;
-        let cache = ComponentCache::open_at(&folder)?;
-        let report = cache
-            .prune(unused_for, dry_run)
-            .context("nothing was removed from it")?;
-        println!(
-            "{}",
-            summary(
-                "compiled components",
-                &report,
-                cache.path(),
-                unused_for,
-                dry_run
-            )
-        );
-        failed += report.failed;
+        let pruned = ComponentCache::open_at(&folder)
+            .and_then(|cache| Ok((cache.prune(unused_for, dry_run)?, cache)));
+        match pruned {
+            Ok((report, cache)) => {
+                let what = "compiled components";
+                println!(
+                    "{}",
+                    summary(what, &report, cache.path(), unused_for, dry_run)
+                );
+                failures.extend((report.failed > 0).then(|| format!("{what}: see above")));
+            }
+            Err(e) => failures.push(format!("{e}; nothing was removed from it")),
+        }
     }
     let artifacts = OciCache::in_state_dir(&manifest.state_dir);
     if artifacts.path().is_dir() {
         found = true;
-        let report = artifacts.prune(unused_for, dry_run).with_context(|| {
-            format!(
-                "cannot list the registry artifact cache {}; nothing was removed from it",
+        let what = "registry artifacts";
+        match artifacts.prune(unused_for, dry_run) {
+            Ok(report) => {
+                println!(
+                    "{}",
+                    summary(what, &report, artifacts.path(), unused_for, dry_run)
+                );
+                failures.extend((report.failed > 0).then(|| format!("{what}: see above")));
+            }
+            Err(e) => failures.push(format!(
+                "cannot list the registry artifact cache {}: {e}; nothing was removed from it",
                 artifacts.path().display()
-            )
-        })?;
-        println!(
-            "{}",
-            summary(
-                "registry artifacts",
-                &report,
-                artifacts.path(),
-                unused_for,
-                dry_run
-            )
-        );
-        failed += report.failed;
+            )),
+        }
     }
     if !found {
         println!(
@@ -103,8 +101,8 @@ pub(super) async fn cache(args: CacheArgs) -> anyhow::Result<()> {
             artifacts.path().display()
         );
     }
-    if failed > 0 {
-        bail!("{failed} could not be removed (see above)");
+    if !failures.is_empty() {
+        bail!("not everything could be pruned: {}", failures.join("; "));
     }
     Ok(())
 }
@@ -147,10 +145,7 @@ fn summary(
         );
     }
     if let Some(first) = &r.first_failure {
-        text += &format!(
-            "; could not remove {} (first: {first})",
-            count(r.failed, "file", "files")
-        );
+        text += &format!("; could not remove {} (the first: {first})", r.failed);
     }
     text
 }

@@ -128,55 +128,58 @@ impl OciCache {
     }
 
     /// Removes the artifacts no host has used for `unused_for` (see
-    /// [`OciCache::mark_in_use`]), and folders of writes that never
-    /// finished (untouched for an hour). Anything else in the folder is
-    /// left alone. An artifact removed that a host still needs is pulled
-    /// again, by digest, at its next load. With `dry_run` nothing is
-    /// removed. A folder that cannot be removed is counted and the prune
-    /// goes on; only a cache that cannot be listed is an error.
+    /// [`OciCache::mark_in_use`]), and what writes that never finished
+    /// left (untouched for an hour): `put`'s staging folders and
+    /// `put_signatures`' temporary files. Anything else in the folder, or
+    /// not the host's user's, is left alone. An artifact removed that a
+    /// host still needs is pulled again, by digest, at its next load. With
+    /// `dry_run` nothing is removed. A folder that cannot be removed is
+    /// counted and the prune goes on; only a cache that cannot be listed is
+    /// an error.
     pub fn prune(&self, unused_for: Duration, dry_run: bool) -> std::io::Result<PruneReport> {
+        use std::os::unix::fs::MetadataExt as _;
         let now = SystemTime::now();
         let (cutoff, stale_write) = (
             unused_before(now, unused_for),
             cutoff(now, UNFINISHED_AFTER),
         );
+        // The host's effective user, whom `/proc/self` belongs to.
+        let owner = std::fs::metadata("/proc/self")?.uid();
         let mut report = PruneReport::default();
         for item in std::fs::read_dir(&self.dir)? {
             let item = item?;
-            let name = item.file_name();
-            let name = name.to_str().unwrap_or_default();
+            let path = item.path();
+            let name = item.file_name().to_string_lossy().into_owned();
             // Not following links: a link is not the cache's own folder.
-            let Ok(meta) = item.path().symlink_metadata() else {
+            let Ok(meta) = path.symlink_metadata() else {
                 continue; // gone since the listing: another prune
             };
-            let is_digest =
-                name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-            let is_staging = name.starts_with(".new-") || name.starts_with(".old-");
-            if !meta.is_dir() || !(is_digest || is_staging) {
+            let is_entry = is_digest(&name);
+            let ours = meta.is_dir() && meta.uid() == owner;
+            if !ours || !(is_entry || is_staging(&name)) {
                 report.foreign += 1;
                 continue;
             }
-            let used = meta.modified().unwrap_or(now);
-            let bytes = folder_bytes(&item.path());
-            // A staging folder still being written is some host's business.
-            let stale = match is_digest {
-                true => used < cutoff,
-                false => used < stale_write,
+            let bytes = folder_bytes(&path);
+            let since = |at: SystemTime, meta: &std::fs::Metadata| {
+                meta.modified().map_or(true, |t| t >= at)
             };
-            if is_digest && !stale {
-                report.kept += 1;
-                report.kept_bytes += bytes;
-                continue;
-            }
-            if !stale {
-                continue;
+            if is_entry {
+                if since(cutoff, &meta) {
+                    report.kept += 1;
+                    report.kept_bytes += bytes;
+                    sweep_signature_writes(&path, stale_write, dry_run, &mut report);
+                    continue;
+                }
+            } else if since(stale_write, &meta) {
+                continue; // a write still going on is some host's business
             }
             let removed = match dry_run {
                 true => Ok(()),
-                false => std::fs::remove_dir_all(item.path()),
+                false => std::fs::remove_dir_all(&path),
             };
             match removed {
-                Ok(()) if is_digest => {
+                Ok(()) if is_entry => {
                     report.removed += 1;
                     report.removed_bytes += bytes;
                 }
@@ -186,10 +189,61 @@ impl OciCache {
                 }
                 // Another prune was first.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => report.failed(name, &e),
+                Err(e) => report.failed(&name, &e),
             }
         }
         Ok(report)
+    }
+}
+
+/// An entry's name: its digest, in lowercase hexadecimal.
+fn is_digest(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A staging folder of `put`: `.new-` or `.old-` and a UUID.
+fn is_staging(name: &str) -> bool {
+    let id = name
+        .strip_prefix(".new-")
+        .or_else(|| name.strip_prefix(".old-"));
+    id.is_some_and(|id| uuid::Uuid::try_parse(id).is_ok())
+}
+
+/// Removes from a kept entry the temporary files of `put_signatures`
+/// calls that never finished (untouched since `stale_write`).
+fn sweep_signature_writes(
+    entry: &Path,
+    stale_write: SystemTime,
+    dry_run: bool,
+    report: &mut PruneReport,
+) {
+    let Ok(items) = std::fs::read_dir(entry) else {
+        return;
+    };
+    let prefix = format!(".{SIGNATURES}.");
+    for item in items.flatten() {
+        let name = item.file_name().to_string_lossy().into_owned();
+        let is_write = name
+            .strip_prefix(&prefix)
+            .is_some_and(|id| uuid::Uuid::try_parse(id).is_ok());
+        let Ok(meta) = item.path().symlink_metadata() else {
+            continue;
+        };
+        let stale = meta.modified().is_ok_and(|t| t < stale_write);
+        if !is_write || !meta.is_file() || !stale {
+            continue;
+        }
+        let removed = match dry_run {
+            true => Ok(()),
+            false => std::fs::remove_file(item.path()),
+        };
+        match removed {
+            Ok(()) => {
+                report.unfinished += 1;
+                report.unfinished_bytes += meta.len();
+            }
+            Err(e) => report.failed(&name, &e),
+        }
     }
 }
 

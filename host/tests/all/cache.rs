@@ -445,7 +445,8 @@ fn pruning_removes_what_no_host_used_for_a_while_and_keeps_what_a_start_used() {
     let both = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
     let helpdesk = manifest(vec![PluginEntry::helpdesk()]);
     assert!(start_with_cache(&both, cache.path()).contains("origin=Compiled"));
-    let month = std::time::Duration::from_secs(31 * 24 * 60 * 60);
+    // 30 days, and the day a mark may lag, and then some.
+    let month = std::time::Duration::from_secs(33 * 24 * 60 * 60);
     age_all(cache.path(), month);
     // A write cut short two hours ago, one going on now, and someone's file.
     let digest = "ab".repeat(32);
@@ -516,4 +517,17 @@ fn pruning_removes_what_no_host_used_for_a_while_and_keeps_what_a_start_used() {
     let short = prune(&helpdesk, cache.path(), &["--unused-for", "2h"]);
     assert!(!short.status.success());
     assert!(String::from_utf8_lossy(&short.stderr).contains("at least 1d"));
+
+    // A cache others may write is not pruned (nor trusted): said, exit 1.
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let before = names(cache.path());
+    let open = prune(&helpdesk, cache.path(), &["--unused-for", "1d"]);
+    assert!(!open.status.success());
+    let said = String::from_utf8_lossy(&open.stderr);
+    assert!(
+        said.contains("writable by its group or other users")
+            && said.contains("nothing was removed from it"),
+        "{said}"
+    );
+    assert_eq!(names(cache.path()), before);
 }

@@ -545,12 +545,23 @@ fn pruning_removes_artifacts_no_load_read_for_a_while() {
     let folder = m.path.parent().unwrap().join(".toolhost/oci/sha256");
     let entry = folder.join(pushed.rsplit_once("sha256:").unwrap().1);
     assert!(entry.join("component.wasm").is_file());
-    let month = std::time::Duration::from_secs(31 * 24 * 60 * 60);
-    let (cut_short, going_on) = (folder.join(".new-cut"), folder.join(".old-going"));
+    // 30 days, and the day a mark may lag, and then some.
+    let month = std::time::Duration::from_secs(33 * 24 * 60 * 60);
+    let two_hours = std::time::Duration::from_secs(7200);
+    // Writes cut short two hours ago (a staging folder, a signatures file
+    // in the entry), one going on now, and what the cache did not write.
+    let id = || uuid::Uuid::new_v4().to_string();
+    let cut_short = folder.join(format!(".new-{}", id()));
+    let going_on = folder.join(format!(".old-{}", id()));
+    let signatures = entry.join(format!(".signatures.jsonl.{}", id()));
     std::fs::create_dir(&cut_short).unwrap();
     std::fs::create_dir(&going_on).unwrap();
-    age(&cut_short, std::time::Duration::from_secs(7200));
+    std::fs::write(&signatures, b"half").unwrap();
+    age(&cut_short, two_hours);
+    age(&signatures, two_hours);
     std::fs::write(folder.join("notes.txt"), b"mine").unwrap();
+    std::fs::create_dir(folder.join(".new-mine")).unwrap();
+    age(&folder.join(".new-mine"), two_hours);
 
     // Read by a load since it was last marked: kept.
     age(&entry, month);
@@ -562,20 +573,22 @@ fn pruning_removes_artifacts_no_load_read_for_a_while() {
         .unwrap();
     assert!(
         line.contains("removed 0 entries")
-            && line.contains("and 1 unfinished write")
+            && line.contains("and 2 unfinished writes")
             && line.contains("kept 1 entry")
-            && line.contains("left alone 1 file"),
+            && line.contains("left alone 2 files"),
         "{said}"
     );
-    assert!(entry.is_dir() && going_on.is_dir() && !cut_short.exists());
+    assert!(entry.is_dir() && going_on.is_dir() && folder.join(".new-mine").is_dir());
+    assert!(!cut_short.exists() && !signatures.exists());
 
     // Unread for a month: removed, and pulled again by the next load.
     age(&entry, month);
     let said = prune(&m);
-    assert!(
-        said.contains("registry artifacts") && said.contains("removed 1 entry"),
-        "{said}"
-    );
+    let line = said
+        .lines()
+        .find(|l| l.starts_with("registry artifacts"))
+        .unwrap();
+    assert!(line.contains("removed 1 entry"), "{said}");
     assert!(!entry.exists() && folder.join("notes.txt").is_file());
     let start = start_and_exit(&m, &[]);
     assert!(start.success, "{}", start.stderr);

@@ -126,7 +126,15 @@ impl ComponentCache {
             }
         }
         for found in entries.into_values() {
-            if found.last_used >= cutoff {
+            // Looked at again just before: a host may have used the entry
+            // since the listing.
+            let used_since = |name: &String| {
+                self.dir
+                    .symlink_metadata(name)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.into_std() >= cutoff)
+            };
+            if found.last_used >= cutoff || found.files.iter().any(used_since) {
                 report.kept += 1;
                 report.kept_bytes += found.bytes;
                 continue;
@@ -135,15 +143,14 @@ impl ComponentCache {
             // its seal compiles afresh, as it does for a missing entry.
             let mut files = found.files;
             files.sort_by_key(|name| !name.ends_with(".sha256"));
-            let mut removed = dry_run;
+            let mut whole = true;
             for name in files.iter().filter(|_| !dry_run) {
-                match self.remove(name) {
-                    Ok(gone) => removed |= gone,
-                    Err(e) => report.failed(name, &e),
+                if let Err(e) = self.remove(name) {
+                    report.failed(name, &e);
+                    whole = false;
                 }
             }
-            // Counted once, if any of its files went (by this prune).
-            if removed {
+            if whole {
                 report.removed += 1;
                 report.removed_bytes += found.bytes;
             }
@@ -151,7 +158,8 @@ impl ComponentCache {
         Ok(report)
     }
 
-    /// Removes `name`; `false` if another prune removed it first.
+    /// Removes `name`; `false` if another prune removed it first. Only
+    /// the name is removed: a link is never followed.
     fn remove(&self, name: &str) -> std::io::Result<bool> {
         match self.dir.remove_file(name) {
             Ok(()) => Ok(true),
@@ -192,9 +200,14 @@ mod tests {
         for key in ["old", "marked-late", "fresh"] {
             cache.keep("lint", key, b"{}");
         }
-        age(&cache, &record(&cache, "old"), 32 * DAY);
-        // Marked 30.5 days ago, it may have been read up to a day later.
-        age(&cache, &record(&cache, "marked-late"), 30 * DAY + DAY / 2);
+        const HOUR: Duration = Duration::from_secs(60 * 60);
+        age(&cache, &record(&cache, "old"), 31 * DAY + HOUR);
+        // Marked 31 days less an hour ago, it may have been read up to a day
+        // later, within the 30.
+        age(&cache, &record(&cache, "marked-late"), 31 * DAY - HOUR);
+        // A period below the shortest is taken as the shortest (a day,
+        // and the day a mark may lag): only "fresh" is within it.
+        assert_eq!(cache.prune(Duration::ZERO, true).unwrap().kept, 1);
         let dry = cache.prune(30 * DAY, true).unwrap();
         assert_eq!((dry.removed, dry.kept, dry.failed), (1, 2, 0));
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
