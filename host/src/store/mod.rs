@@ -398,6 +398,28 @@ pub enum StoreError {
     NoOperator(String),
 }
 
+impl StoreError {
+    /// A revoked task asked for again as an ad-hoc one (`serve --task`):
+    /// the same refusal from every backend.
+    pub(crate) fn revoked_not_served(id: &str) -> StoreError {
+        StoreError::TaskClosed {
+            id: id.to_string(),
+            state: TaskState::Revoked,
+            what: "a revoked task cannot be served again",
+        }
+    }
+
+    /// A revoked task asked to be extended: the same refusal from every
+    /// backend.
+    pub(crate) fn revoked_not_extended(id: &str) -> StoreError {
+        StoreError::TaskClosed {
+            id: id.to_string(),
+            state: TaskState::Revoked,
+            what: "a revoked task cannot be extended; open a new one",
+        }
+    }
+}
+
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> StoreError {
         // SQLite answers BUSY once the wait for another process's write

@@ -13,7 +13,7 @@ use crate::store::token::{self, TaskToken};
 use crate::store::{
     Account, Approval, ApprovalRequest, Charge, ChargeRefusal, Charged, Decision,
     MAX_PENDING_PER_TASK, NewTask, Role, SignIn, SignInLimits, StateError, Store, StoreError, Task,
-    TaskState, json_list, now, operator, random_id, ttl_secs, usage_after, valid_state_key,
+    json_list, now, operator, random_id, ttl_secs, usage_after, valid_state_key,
 };
 
 #[async_trait::async_trait]
@@ -80,11 +80,7 @@ impl Store for PostgresStore {
             return Err(StoreError::TaskExists(id.to_string()));
         }
         if task.revoked_at.is_some() {
-            return Err(StoreError::TaskClosed {
-                id: id.to_string(),
-                state: TaskState::Revoked,
-                what: "a revoked task cannot be served again",
-            });
+            return Err(StoreError::revoked_not_served(id));
         }
         tx.execute(
             "UPDATE task SET grants = $2, expires_at = $3 WHERE id = $1",
@@ -152,11 +148,7 @@ impl Store for PostgresStore {
             .await?
             .ok_or_else(|| StoreError::NoTask(id.to_string()))?;
         if task.revoked_at.is_some() {
-            return Err(StoreError::TaskClosed {
-                id: id.to_string(),
-                state: TaskState::Revoked,
-                what: "a revoked task cannot be extended; open a new one",
-            });
+            return Err(StoreError::revoked_not_extended(id));
         }
         tx.execute(
             "UPDATE task SET expires_at = $2 WHERE id = $1",

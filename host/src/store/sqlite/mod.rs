@@ -37,8 +37,7 @@ use super::token::{self, TaskToken};
 use super::{
     Account, Approval, ApprovalRequest, Charge, ChargeRefusal, Charged, Decision,
     MAX_PENDING_PER_TASK, NewTask, Role, SignIn, SignInLimits, StateError, Store, StoreError, Task,
-    TaskState, UnixSecs, json_list, now, operator, random_id, ttl_secs, usage_after,
-    valid_state_key,
+    UnixSecs, json_list, now, operator, random_id, ttl_secs, usage_after, valid_state_key,
 };
 
 /// The file name inside `state_dir`.
@@ -180,11 +179,7 @@ impl Store for SqliteStore {
                         return Err(StoreError::TaskExists(id.to_string()));
                     }
                     Some(task) if task.revoked_at.is_some() => {
-                        return Err(StoreError::TaskClosed {
-                            id: id.to_string(),
-                            state: TaskState::Revoked,
-                            what: "a revoked task cannot be served again",
-                        });
+                        return Err(StoreError::revoked_not_served(id));
                     }
                     Some(_) => {
                         tx.execute(
@@ -260,11 +255,7 @@ impl Store for SqliteStore {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let task = load_task(&tx, id)?.ok_or_else(|| StoreError::NoTask(id.to_string()))?;
                 if task.revoked_at.is_some() {
-                    return Err(StoreError::TaskClosed {
-                        id: id.to_string(),
-                        state: TaskState::Revoked,
-                        what: "a revoked task cannot be extended; open a new one",
-                    });
+                    return Err(StoreError::revoked_not_extended(id));
                 }
                 tx.execute(
                     "UPDATE task SET expires_at = ?2 WHERE id = ?1",
