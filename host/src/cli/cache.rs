@@ -89,7 +89,7 @@ pub(super) async fn cache(args: CacheArgs) -> anyhow::Result<()> {
                 failures.extend((report.failed > 0).then(|| format!("{what}: see above")));
             }
             Err(e) => failures.push(format!(
-                "cannot list the registry artifact cache {}: {e}; nothing was removed from it",
+                "cannot prune the registry artifact cache {}: {e}; nothing was removed from it",
                 artifacts.path().display()
             )),
         }
@@ -141,11 +141,14 @@ fn summary(
     if r.foreign > 0 {
         text += &format!(
             "; left alone {} the cache did not write",
-            count(r.foreign, "file", "files")
+            count(r.foreign, "file or folder", "files or folders")
         );
     }
     if let Some(first) = &r.first_failure {
-        text += &format!("; could not remove {} (the first: {first})", r.failed);
+        text += &format!(
+            "; could not remove {} (the first: {first})",
+            count(r.failed, "file or folder", "files or folders")
+        );
     }
     text
 }

@@ -145,11 +145,12 @@ impl OciCache {
         );
         // The host's effective user, whom `/proc/self` belongs to.
         let owner = std::fs::metadata("/proc/self")?.uid();
+        // Listed whole first: an error here has removed nothing yet.
+        let items: Vec<(String, PathBuf)> = std::fs::read_dir(&self.dir)?
+            .map(|item| item.map(|i| (i.file_name().to_string_lossy().into_owned(), i.path())))
+            .collect::<std::io::Result<_>>()?;
         let mut report = PruneReport::default();
-        for item in std::fs::read_dir(&self.dir)? {
-            let item = item?;
-            let path = item.path();
-            let name = item.file_name().to_string_lossy().into_owned();
+        for (name, path) in items {
             // Not following links: a link is not the cache's own folder.
             let Ok(meta) = path.symlink_metadata() else {
                 continue; // gone since the listing: another prune
@@ -160,20 +161,17 @@ impl OciCache {
                 report.foreign += 1;
                 continue;
             }
-            let bytes = folder_bytes(&path);
-            let since = |at: SystemTime, meta: &std::fs::Metadata| {
-                meta.modified().map_or(true, |t| t >= at)
-            };
-            if is_entry {
-                if since(cutoff, &meta) {
-                    report.kept += 1;
-                    report.kept_bytes += bytes;
-                    sweep_signature_writes(&path, stale_write, dry_run, &mut report);
-                    continue;
-                }
-            } else if since(stale_write, &meta) {
+            let since = |at: SystemTime| meta.modified().map_or(true, |t| t >= at);
+            if is_entry && since(cutoff) {
+                sweep_signature_writes(&path, &meta, stale_write, dry_run, &mut report);
+                report.kept += 1;
+                report.kept_bytes += folder_bytes(&path);
+                continue;
+            }
+            if !is_entry && since(stale_write) {
                 continue; // a write still going on is some host's business
             }
+            let bytes = folder_bytes(&path);
             let removed = match dry_run {
                 true => Ok(()),
                 false => std::fs::remove_dir_all(&path),
@@ -201,18 +199,27 @@ fn is_digest(name: &str) -> bool {
     name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// A UUID as this cache writes it into names: hyphenated, lowercase.
+fn is_written_uuid(id: &str) -> bool {
+    uuid::Uuid::try_parse(id).is_ok_and(|u| u.hyphenated().to_string() == id)
+}
+
 /// A staging folder of `put`: `.new-` or `.old-` and a UUID.
 fn is_staging(name: &str) -> bool {
     let id = name
         .strip_prefix(".new-")
         .or_else(|| name.strip_prefix(".old-"));
-    id.is_some_and(|id| uuid::Uuid::try_parse(id).is_ok())
+    id.is_some_and(is_written_uuid)
 }
 
-/// Removes from a kept entry the temporary files of `put_signatures`
-/// calls that never finished (untouched since `stale_write`).
+/// Removes from a kept entry (whose metadata is `entry_meta`) the
+/// temporary files of `put_signatures` calls that never finished
+/// (untouched since `stale_write`). Removing a file changes its folder's
+/// modification time, which records the entry's use, so that is put back:
+/// a prune does not count as a use.
 fn sweep_signature_writes(
     entry: &Path,
+    entry_meta: &std::fs::Metadata,
     stale_write: SystemTime,
     dry_run: bool,
     report: &mut PruneReport,
@@ -221,11 +228,10 @@ fn sweep_signature_writes(
         return;
     };
     let prefix = format!(".{SIGNATURES}.");
+    let mut swept = false;
     for item in items.flatten() {
         let name = item.file_name().to_string_lossy().into_owned();
-        let is_write = name
-            .strip_prefix(&prefix)
-            .is_some_and(|id| uuid::Uuid::try_parse(id).is_ok());
+        let is_write = name.strip_prefix(&prefix).is_some_and(is_written_uuid);
         let Ok(meta) = item.path().symlink_metadata() else {
             continue;
         };
@@ -239,11 +245,17 @@ fn sweep_signature_writes(
         };
         match removed {
             Ok(()) => {
+                swept = !dry_run;
                 report.unfinished += 1;
                 report.unfinished_bytes += meta.len();
             }
+            // Another prune was first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => report.failed(&name, &e),
         }
+    }
+    if swept && let (Ok(folder), Ok(used)) = (std::fs::File::open(entry), entry_meta.modified()) {
+        let _ = folder.set_modified(used);
     }
 }
 

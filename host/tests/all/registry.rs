@@ -566,6 +566,7 @@ fn pruning_removes_artifacts_no_load_read_for_a_while() {
     // Read by a load since it was last marked: kept.
     age(&entry, month);
     assert!(start_and_exit(&m, &[]).success);
+    let marked = std::fs::metadata(&entry).unwrap().modified().unwrap();
     let said = prune(&m);
     let line = said
         .lines()
@@ -575,11 +576,16 @@ fn pruning_removes_artifacts_no_load_read_for_a_while() {
         line.contains("removed 0 entries")
             && line.contains("and 2 unfinished writes")
             && line.contains("kept 1 entry")
-            && line.contains("left alone 2 files"),
+            && line.contains("left alone 2 files or folders"),
         "{said}"
     );
     assert!(entry.is_dir() && going_on.is_dir() && folder.join(".new-mine").is_dir());
     assert!(!cut_short.exists() && !signatures.exists());
+    // Sweeping the entry is not a use of it.
+    assert_eq!(
+        std::fs::metadata(&entry).unwrap().modified().unwrap(),
+        marked
+    );
 
     // Unread for a month: removed, and pulled again by the next load.
     age(&entry, month);

@@ -143,14 +143,19 @@ impl ComponentCache {
             // its seal compiles afresh, as it does for a missing entry.
             let mut files = found.files;
             files.sort_by_key(|name| !name.ends_with(".sha256"));
-            let mut whole = true;
+            // Counted if this prune removed it whole, not if another prune
+            // was first.
+            let (mut whole, mut mine) = (true, dry_run);
             for name in files.iter().filter(|_| !dry_run) {
-                if let Err(e) = self.remove(name) {
-                    report.failed(name, &e);
-                    whole = false;
+                match self.remove(name) {
+                    Ok(removed) => mine |= removed,
+                    Err(e) => {
+                        report.failed(name, &e);
+                        whole = false;
+                    }
                 }
             }
-            if whole {
+            if whole && mine {
                 report.removed += 1;
                 report.removed_bytes += found.bytes;
             }
