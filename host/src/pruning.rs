@@ -37,8 +37,8 @@ pub fn cutoff(now: SystemTime, age: Duration) -> SystemTime {
 }
 
 /// The shortest period a prune takes: a serving host's marks may be a day
-/// and a half old (a read marks only a mark a day old, and the host marks
-/// again every 12 hours), which a day beyond a day's period covers.
+/// and an hour old (a read marks only a mark a day old, and the host marks
+/// again every hour), which a day beyond a day's period covers.
 pub const MIN_UNUSED_FOR: Duration = MARK_USE_AFTER;
 
 /// The modification time before which an entry was surely not read for

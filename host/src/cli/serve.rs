@@ -581,8 +581,12 @@ fn record_catalog(audit: &Audit, manifest: &Manifest, catalog: &catalog::Catalog
 }
 
 /// How often a serving host marks what it uses in its caches as used
-/// again: well within the day a mark lasts (`crate::pruning`).
-const MARK_CACHES_EVERY: Duration = Duration::from_secs(12 * 60 * 60);
+/// again: well within the day a mark lasts (`crate::pruning`). A mark
+/// younger than a day is left as it is, so most rounds only open a few
+/// files. Hourly rather than daily because the timer does not run while
+/// the machine sleeps: after a long suspend the first round comes within
+/// an hour of waking, not within a day.
+const MARK_CACHES_EVERY: Duration = Duration::from_secs(60 * 60);
 
 /// Keeps what this host uses from looking unused to `toolhost cache
 /// prune` however long it runs: the compiled-cache entries it read or
