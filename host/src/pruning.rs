@@ -31,6 +31,12 @@ pub fn mark_used(file: &std::fs::File, modified: Option<SystemTime>) {
     }
 }
 
+/// Whether `s` is lowercase hexadecimal, as both caches write digests and
+/// ids into names; a name in another case is not theirs.
+pub fn lowercase_hex(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// `age` before `now`.
 pub fn cutoff(now: SystemTime, age: Duration) -> SystemTime {
     now.checked_sub(age).unwrap_or(SystemTime::UNIX_EPOCH)

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use super::cache_folder;
 use crate::manifest::Manifest;
-use crate::pruning::PruneReport;
+use crate::pruning::{MIN_UNUSED_FOR, PruneReport};
 use crate::registry::OciCache;
 use crate::sandbox::ComponentCache;
 
@@ -43,7 +43,7 @@ pub enum CacheCommand {
 /// so anything shorter would take entries in use for unused ones.
 fn unused_for(text: &str) -> Result<Duration, String> {
     let duration = humantime::parse_duration(text).map_err(|e| format!("{e} (e.g. 30d)"))?;
-    if duration < Duration::from_secs(24 * 60 * 60) {
+    if duration < MIN_UNUSED_FOR {
         return Err("at least 1d: a host marks what it reads as used once a day".into());
     }
     Ok(duration)

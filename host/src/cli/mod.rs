@@ -87,8 +87,8 @@ pub enum Command {
     /// tools and their texts, grants) in tools-manifest.lock, which every
     /// load is held against.
     Vet(VetArgs),
-    /// Remove compiled components and kept records no host has used for a
-    /// while (`cache prune`).
+    /// Remove compiled components, kept records and pulled registry
+    /// artifacts no host has used for a while (`cache prune`).
     Cache(CacheArgs),
 }
 

@@ -108,9 +108,7 @@ impl OciCache {
         file.sync_all()?;
         std::fs::rename(staging, entry.join(SIGNATURES))
     }
-}
 
-impl OciCache {
     /// Where the cache is.
     pub fn path(&self) -> &Path {
         &self.dir
@@ -196,7 +194,7 @@ impl OciCache {
 
 /// An entry's name: its digest, in lowercase hexadecimal.
 fn is_digest(name: &str) -> bool {
-    name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    name.len() == 64 && pruning::lowercase_hex(name)
 }
 
 /// A UUID as this cache writes it into names: hyphenated, lowercase.

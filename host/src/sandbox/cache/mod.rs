@@ -21,7 +21,9 @@
 //! written beside each entry catches what that does not cover, a torn or
 //! damaged file. An entry that fails any check is compiled afresh and
 //! rewritten. Entries are keyed by the component's digest and the engine's
-//! configuration, so a changed component or engine never hits.
+//! configuration, so a changed component or engine never hits. Every entry
+//! read or written is marked as used for `toolhost cache prune` (`prune.rs`),
+//! which removes what no host has used for a while.
 
 use std::collections::BTreeSet;
 use std::fs;

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use cap_std::fs::MetadataExt;
 
 use super::{CacheError, ComponentCache};
-use crate::pruning::{PruneReport, UNFINISHED_AFTER, cutoff, unused_before};
+use crate::pruning::{PruneReport, UNFINISHED_AFTER, cutoff, lowercase_hex, unused_before};
 
 /// What a cache file is, by its name.
 #[derive(Debug, PartialEq, Eq)]
@@ -31,15 +31,12 @@ enum Kind<'a> {
 /// `DIGEST.described.json`, `DIGEST.KIND.json`, and any of them followed by
 /// `.tmp-` and a hexadecimal id while being written.
 fn kind_of(name: &str) -> Option<Kind<'_>> {
-    // The cache writes lowercase hexadecimal only.
-    let is_hex =
-        |s: &str| !s.is_empty() && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     if let Some((base, id)) = name.rsplit_once(".tmp-") {
-        return (is_hex(id) && matches!(kind_of(base), Some(Kind::Entry(_))))
+        return (lowercase_hex(id) && matches!(kind_of(base), Some(Kind::Entry(_))))
             .then_some(Kind::Unfinished);
     }
     let (digest, rest) = name.split_once('.')?;
-    if digest.len() != 64 || !is_hex(digest) {
+    if digest.len() != 64 || !lowercase_hex(digest) {
         return None;
     }
     let known = match rest {
