@@ -3,6 +3,14 @@ use toolhost::logs::LogSink;
 use toolhost::redact::LogRedaction;
 use tracing_subscriber::EnvFilter;
 
+/// What is logged when `TOOLHOST_LOG` is not set. rmcp logs at info level
+/// for every session it opens and closes and for every stateless request
+/// (three lines, one of them the client's whole `initialize` as debug
+/// text): nothing the audit trail does not already say better, a fifth of
+/// a stateless request's CPU, and noise in the operator's journal. Its
+/// warnings and errors still show.
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
 fn main() -> std::process::ExitCode {
     let cli = toolhost::cli::Cli::parse();
     // Logs go to stderr: in stdio mode stdout belongs to JSON-RPC alone.
@@ -18,7 +26,8 @@ fn main() -> std::process::ExitCode {
         .with_writer(sink.clone())
         .with_ansi(ansi)
         .with_env_filter(
-            EnvFilter::try_from_env("TOOLHOST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_env("TOOLHOST_LOG")
+                .unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .init();
     // A panic on this thread ends the process: what was logged before it

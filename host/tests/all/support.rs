@@ -329,17 +329,21 @@ pub fn http(manifest: &TestManifest, args: &[&str]) -> HttpHost {
 
 /// [`http`] with extra environment variables.
 pub fn http_env(manifest: &TestManifest, args: &[&str], env: &[(&str, &str)]) -> HttpHost {
-    let mut child = toolhost()
-        .envs(env.iter().copied())
+    let mut cmd = toolhost();
+    cmd.envs(env.iter().copied())
         .arg("serve")
         .arg("--http")
         .arg("127.0.0.1:0")
         .arg("--manifest")
         .arg(&manifest.path)
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .args(args);
+    http_from(cmd)
+}
+
+/// Runs `cmd`, a `toolhost serve --http` of the caller's making, and waits
+/// for its URL.
+pub fn http_from(mut cmd: Command) -> HttpHost {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut reader = BufReader::new(child.stdout.take().unwrap());
     let mut admin = None;
     loop {

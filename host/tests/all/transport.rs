@@ -558,3 +558,53 @@ async fn other_paths_are_refused_like_mcp_is() {
     assert!(bad_token.headers().contains_key("www-authenticate"));
     json_rpc_error(bad_token, 401).await;
 }
+
+/// Serves HTTP with `log` (or the default filter when `None`), opens a
+/// session and makes a stateless request, stops the host with SIGTERM and
+/// returns what it logged.
+async fn logged_while_serving(log: Option<&str>) -> String {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let stderr = m.path.with_file_name("serve.log");
+    let mut cmd = toolhost();
+    match log {
+        Some(filter) => cmd.env("TOOLHOST_LOG", filter),
+        None => cmd.env_remove("TOOLHOST_LOG"),
+    };
+    cmd.args(["serve", "--http", "127.0.0.1:0", "--manifest"])
+        .arg(&m.path)
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    let mut host = http_from(cmd);
+    let url = host.url.clone();
+    let session = connect(&url).await;
+    ok(&session, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+    session.cancel().await.unwrap();
+    let stateless = connect_stateless(&url).await;
+    ok(
+        &stateless,
+        "helpdesk_ticket_get",
+        json!({ "key": "T-1041" }),
+    )
+    .await;
+    stateless.cancel().await.unwrap();
+    // A stop by signal writes out every queued line before the exit.
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &host.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    assert!(host.child.wait().unwrap().success());
+    std::fs::read_to_string(&stderr).unwrap()
+}
+
+#[tokio::test]
+async fn the_default_log_has_no_line_per_session_or_request() {
+    // With rmcp's own notices let through, each session and each
+    // stateless request adds lines: the check below would see them.
+    let verbose = logged_while_serving(Some("info")).await;
+    assert!(verbose.contains("rmcp::service"), "{verbose}");
+    let quiet = logged_while_serving(None).await;
+    assert!(!quiet.contains("rmcp"), "{quiet}");
+    // The host's own lines are still there.
+    assert!(quiet.contains("listening"), "{quiet}");
+    assert!(quiet.contains("catalog ready"), "{quiet}");
+}
