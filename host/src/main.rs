@@ -67,5 +67,14 @@ fn run(cli: toolhost::cli::Cli, logs: LogRedaction) -> anyhow::Result<()> {
     let runtime = builder
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(toolhost::cli::run(cli, logs))
+    let outcome = runtime.block_on(toolhost::cli::run(cli, logs));
+    // Dropping the runtime would wait for every blocking task to end: a host
+    // stopped while it compiles a large component would then take as long
+    // as the compile. What such a task leaves unfinished (a cache entry
+    // being written) is written to a staging name and never taken for done.
+    runtime.shutdown_timeout(SHUTDOWN_WAIT);
+    outcome
 }
+
+/// How long a finished command waits for blocking work still running.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);

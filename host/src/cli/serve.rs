@@ -144,6 +144,17 @@ pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result
     if let Some(postgres) = backend.postgres() {
         tokio::spawn(record_reachability(postgres.clone(), audit.clone()));
     }
+    // From here on a stop by signal is recorded. A signal while the catalog
+    // loads (a compile, a registry that does not answer) stops the load, so
+    // the trail and the log still end as they should.
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            shutdown_signal().await;
+            stop.cancel();
+        }
+    });
     audit.record(Event::HostStarted {
         version: env!("CARGO_PKG_VERSION").to_string(),
         pid: std::process::id(),
@@ -152,7 +163,7 @@ pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result
         manifest_sha256: manifest.digest.to_string(),
     });
     let store: Arc<dyn Store> = Arc::new(AuditedStore::new(backend.store(), audit.clone()));
-    let served = serve_recorded(args, manifest, audit.clone(), store, logs).await;
+    let served = serve_recorded(args, manifest, audit.clone(), store, logs, stop).await;
     let reason = match &served {
         Ok(()) => "stopped".to_string(),
         Err(e) => format!("{e:#}"),
@@ -250,6 +261,7 @@ async fn serve_recorded(
     audit: Audit,
     store: Arc<dyn Store>,
     logs: LogRedaction,
+    stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let task = stdio_task(&args, &manifest, &*store).await?;
     let admin_token = match args.admin {
@@ -288,7 +300,15 @@ async fn serve_recorded(
         }
         manifest.host_files.push(file.to_path_buf());
     }
-    let (host, cache) = load_host(&manifest, store.clone(), &audit, &logs).await?;
+    let (host, cache) = tokio::select! {
+        loaded = load_host(&manifest, store.clone(), &audit, &logs) => loaded?,
+        () = stop.cancelled() => {
+            // A compile still running on a blocking thread is left to the
+            // runtime's bounded shutdown (main.rs), not waited for here.
+            tracing::info!("stopped while loading the catalog");
+            return Ok(());
+        }
+    };
     tokio::spawn(keep_caches_marked(cache.clone(), &manifest));
     let host = Arc::new(host);
     let webhook = match &manifest.approval_webhook {
@@ -362,14 +382,6 @@ async fn serve_recorded(
     );
     let mcp_catalog = Arc::new(McpCatalog::new(&host));
 
-    let stop = CancellationToken::new();
-    tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            shutdown_signal().await;
-            stop.cancel();
-        }
-    });
     // With `console_url` set, links point there even from a replica that
     // serves no console itself (another one does, behind the same proxy).
     if let Some(url) = &manifest.console_url {

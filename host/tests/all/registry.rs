@@ -2,10 +2,12 @@
 //! server, Debian's `docker-registry`, started per test on loopback) and
 //! signatures: push, pin by tag, serve by digest, restart offline; a
 //! tampered blob and a wrong digest; signers required, untrusted, removed
-//! from trust; upgrades and a downgrade held against the lock.
+//! from trust; upgrades and a downgrade held against the lock; a host
+//! stopped while a registry keeps it waiting.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -599,4 +601,59 @@ fn pruning_removes_artifacts_no_load_read_for_a_while() {
     let start = start_and_exit(&m, &[]);
     assert!(start.success, "{}", start.stderr);
     assert!(entry.join("component.wasm").is_file());
+}
+
+#[test]
+fn a_host_stopped_while_it_pulls_a_component_records_its_stop() {
+    // A registry that takes connections and never answers: the host's
+    // start-up waits in the pull, up to its deadline.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = silent.local_addr().unwrap();
+    let (accepted, asked) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for connection in silent.incoming() {
+            held.push(connection);
+            let _ = accepted.send(());
+        }
+    });
+    // Pinned by digest, as a host serves only those (any digest will do:
+    // nothing is ever sent back).
+    let reference = format!(
+        "oci://{address}/tools/box:1.0@sha256:{}",
+        sha256(&wasm("fixture"))
+    );
+    let m = write_manifest(None, vec![from_registry(boxed(), &reference)], &[]).unwrap();
+    let mut host = toolhost()
+        .env("TOOLHOST_LOG", "info")
+        .args(["serve", "--stdio", "--manifest"])
+        .arg(&m.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    asked
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the host asks the registry");
+    let term = Command::new("kill")
+        .args(["-TERM", &host.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    // It stops at once, not when the pull gives up.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while host.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the host did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = host.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("stopped while loading the catalog"), "{log}");
+    // The trail ends as a stopped host's does.
+    let trail = crate::audit::records(&m.path.parent().unwrap().join(".toolhost"));
+    let events: Vec<&str> = trail.iter().filter_map(|r| r["event"].as_str()).collect();
+    assert_eq!(events.first(), Some(&"host_started"), "{events:?}");
+    assert_eq!(events.last(), Some(&"host_stopped"), "{events:?}");
 }
