@@ -636,11 +636,7 @@ fn a_host_stopped_while_it_pulls_a_component_records_its_stop() {
     asked
         .recv_timeout(Duration::from_secs(60))
         .expect("the host asks the registry");
-    let term = Command::new("kill")
-        .args(["-TERM", &host.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
+    terminate(&host);
     // It stops at once, not when the pull gives up.
     let deadline = Instant::now() + Duration::from_secs(20);
     while host.try_wait().unwrap().is_none() {

@@ -296,6 +296,12 @@ pub fn succeeded(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Sends SIGTERM to `child`, as a service manager stopping it would.
+pub fn terminate(child: &Child) {
+    use rustix::process::{Pid, Signal, kill_process};
+    kill_process(Pid::from_child(child), Signal::TERM).expect("the process is ours to signal");
+}
+
 /// Resident memory of a process, in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

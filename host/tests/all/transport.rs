@@ -587,11 +587,7 @@ async fn logged_while_serving(log: Option<&str>) -> String {
     .await;
     stateless.cancel().await.unwrap();
     // A stop by signal writes out every queued line before the exit.
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &host.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
+    terminate(&host.child);
     assert!(host.child.wait().unwrap().success());
     std::fs::read_to_string(&stderr).unwrap()
 }
