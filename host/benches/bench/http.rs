@@ -18,7 +18,7 @@ use crate::{Bench, cpu_target};
 const SECTION: &str = "Streamable HTTP";
 
 /// Calls/s with 16 sessions in the last full run before the footprint
-/// issue (docs/performance.md), which asks for twice as many. That run
+/// issue (docs/performance-before.md), which asks for twice as many. That run
 /// was on another day, so read the verdict with the machine's drift in
 /// mind.
 const BEFORE_16_SESSIONS: u32 = 12_493;

@@ -148,10 +148,11 @@ pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result
     // loads (a compile, a registry that does not answer) stops the load, so
     // the trail and the log still end as they should.
     let stop = CancellationToken::new();
+    let signalled = shutdown_signal().context("installing the Ctrl-C and SIGTERM handlers")?;
     tokio::spawn({
         let stop = stop.clone();
         async move {
-            shutdown_signal().await;
+            signalled.await;
             stop.cancel();
         }
     });
@@ -309,6 +310,12 @@ async fn serve_recorded(
             return Ok(());
         }
     };
+    // A signal that came as the load finished: stop before announcing
+    // anything a supervisor would read as serving.
+    if stop.is_cancelled() {
+        tracing::info!("stopped while loading the catalog");
+        return Ok(());
+    }
     tokio::spawn(keep_caches_marked(cache.clone(), &manifest));
     let host = Arc::new(host);
     let webhook = match &manifest.approval_webhook {
@@ -652,20 +659,28 @@ impl lint::ReportShelf for KeptReports {
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing a SIGTERM handler");
+/// Registers for Ctrl-C and SIGTERM now, so that a signal from this call
+/// on is caught (tokio's `ctrl_c()` would register only when first
+/// polled), and resolves when one arrives.
+#[cfg(unix)]
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
         tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
         }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    })
+}
+
+/// Resolves on Ctrl-C.
+#[cfg(not(unix))]
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 #[cfg(test)]
