@@ -1,10 +1,10 @@
 //! `toolhost cache prune`: the compiled-component cache and the registry
 //! artifact cache rid of what no host has used for a while.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use super::cache_folder;
@@ -60,39 +60,35 @@ pub(super) async fn cache(args: CacheArgs) -> anyhow::Result<()> {
     // say) does not keep the other from being pruned.
     let mut found = false;
     let mut failures: Vec<String> = Vec::new();
+    let mut tell = |what: &str, path: &Path, pruned: anyhow::Result<PruneReport>| match pruned {
+        Ok(report) => {
+            println!("{}", summary(what, &report, path, unused_for, dry_run));
+            failures.extend((report.failed > 0).then(|| format!("{what}: see above")));
+        }
+        Err(e) => failures.push(format!("{e:#}; nothing was removed from it")),
+    };
     if folder.is_dir() {
         found = true;
-        let pruned = ComponentCache::open_at(&folder)
-            .and_then(|cache| Ok((cache.prune(unused_for, dry_run)?, cache)));
-        match pruned {
-            Ok((report, cache)) => {
-                let what = "compiled components";
-                println!(
-                    "{}",
-                    summary(what, &report, cache.path(), unused_for, dry_run)
-                );
-                failures.extend((report.failed > 0).then(|| format!("{what}: see above")));
+        let what = "compiled components";
+        match ComponentCache::open_at(&folder) {
+            // Named as opened: the folder a link in its path leads to.
+            Ok(cache) => {
+                let pruned = cache.prune(unused_for, dry_run).map_err(Into::into);
+                tell(what, cache.path(), pruned);
             }
-            Err(e) => failures.push(format!("{e}; nothing was removed from it")),
+            Err(e) => tell(what, &folder, Err(e.into())),
         }
     }
     let artifacts = OciCache::in_state_dir(&manifest.state_dir);
     if artifacts.path().is_dir() {
         found = true;
-        let what = "registry artifacts";
-        match artifacts.prune(unused_for, dry_run) {
-            Ok(report) => {
-                println!(
-                    "{}",
-                    summary(what, &report, artifacts.path(), unused_for, dry_run)
-                );
-                failures.extend((report.failed > 0).then(|| format!("{what}: see above")));
-            }
-            Err(e) => failures.push(format!(
-                "cannot prune the registry artifact cache {}: {e}; nothing was removed from it",
+        let pruned = artifacts.prune(unused_for, dry_run).with_context(|| {
+            format!(
+                "cannot prune the registry artifact cache {}",
                 artifacts.path().display()
-            )),
-        }
+            )
+        });
+        tell("registry artifacts", artifacts.path(), pruned);
     }
     if !found {
         println!(
@@ -111,7 +107,7 @@ pub(super) async fn cache(args: CacheArgs) -> anyhow::Result<()> {
 fn summary(
     what: &str,
     r: &PruneReport,
-    path: &std::path::Path,
+    path: &Path,
     unused_for: Duration,
     dry_run: bool,
 ) -> String {

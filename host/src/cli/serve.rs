@@ -301,21 +301,18 @@ async fn serve_recorded(
         }
         manifest.host_files.push(file.to_path_buf());
     }
-    let (host, cache) = tokio::select! {
-        loaded = load_host(&manifest, store.clone(), &audit, &logs) => loaded?,
-        () = stop.cancelled() => {
-            // A compile still running on a blocking thread is left to the
-            // runtime's bounded shutdown (main.rs), not waited for here.
-            tracing::info!("stopped while loading the catalog");
-            return Ok(());
-        }
+    // A compile still running on a blocking thread when a signal comes is
+    // left to the runtime's bounded shutdown (main.rs), not waited for.
+    let loaded = tokio::select! {
+        loaded = load_host(&manifest, store.clone(), &audit, &logs) => Some(loaded?),
+        () = stop.cancelled() => None,
     };
-    // A signal that came as the load finished: stop before announcing
+    // Also a signal that came as the load finished: stop before announcing
     // anything a supervisor would read as serving.
-    if stop.is_cancelled() {
+    let Some((host, cache)) = loaded.filter(|_| !stop.is_cancelled()) else {
         tracing::info!("stopped while loading the catalog");
         return Ok(());
-    }
+    };
     tokio::spawn(keep_caches_marked(cache.clone(), &manifest));
     let host = Arc::new(host);
     let webhook = match &manifest.approval_webhook {
