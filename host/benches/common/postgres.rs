@@ -75,6 +75,54 @@ impl Postgres {
             .arg(data.join("log")));
     }
 
+    /// Freezes the server: each of its processes stopped (`SIGSTOP`), its
+    /// connections left open. The kernel still acknowledges what clients
+    /// send, so nothing looks lost at the TCP level: a server hung on its
+    /// disk, or a commit waiting for a standby that is gone, looks the same.
+    pub fn freeze(&self) {
+        self.signal(rustix::process::Signal::STOP);
+    }
+
+    /// Lets a frozen server run again.
+    pub fn thaw(&self) {
+        self.signal(rustix::process::Signal::CONT);
+    }
+
+    /// Sends `signal` to the postmaster and to every process it started.
+    fn signal(&self, signal: rustix::process::Signal) {
+        let Ok(pid_file) = std::fs::read_to_string(self.data().join("postmaster.pid")) else {
+            return;
+        };
+        let Some(main) = pid_file
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse::<i32>().ok())
+        else {
+            return;
+        };
+        let mut pids = vec![main];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid …`; comm may hold spaces, so read
+            // from the last parenthesis.
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            let parent = after
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<i32>().ok());
+            if parent == Some(main)
+                && let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>()
+            {
+                pids.push(pid);
+            }
+        }
+        for pid in pids.into_iter().filter_map(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+
     /// Restarts the server with TLS on, its certificate (for `localhost`
     /// and 127.0.0.1) issued by a fresh CA; returns the CA's PEM file.
     pub fn enable_tls(&self) -> PathBuf {
@@ -182,6 +230,8 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
+        // A frozen server would not stop.
+        self.thaw();
         let _ = pg(&self.bin, "pg_ctl", is_root())
             .args(["-m", "immediate", "-w", "stop", "-D"])
             .arg(self.data())

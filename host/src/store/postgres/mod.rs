@@ -52,6 +52,14 @@ const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 const UNACKNOWLEDGED: Duration = Duration::from_secs(10);
 /// Longest a connection may sit inside a transaction doing nothing.
 const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(60);
+/// Longest one operation may wait for the database. A server that hangs
+/// without closing anything (its processes stopped, stuck on a disk, a
+/// commit waiting for a standby that is gone) still has its kernel
+/// acknowledge every byte, so neither `TCP_USER_TIMEOUT` nor keepalives
+/// notice, and a task-bound call would wait for ever. Well above what a
+/// working database takes at worst: a free connection (2 s) or a new one
+/// (3 s), then a lock (5 s).
+const ANSWER_WITHIN: Duration = Duration::from_secs(15);
 
 /// Connection settings beyond the URL.
 #[derive(Debug, Clone, Copy)]
@@ -206,12 +214,48 @@ impl PostgresStore {
 
     /// The schema version the database is at.
     pub async fn schema_version(&self) -> Result<i64, StoreError> {
-        let client = self.connection().await?;
-        let row = client
-            .query_opt("SELECT version FROM toolhost_schema", &[])
-            .await
-            .map_err(|e| self.failed(e))?;
-        Ok(row.map_or(0, |r| r.get(0)))
+        self.answered(async {
+            let client = self.connection().await?;
+            let row = client
+                .query_opt("SELECT version FROM toolhost_schema", &[])
+                .await
+                .map_err(|e| self.failed(e))?;
+            Ok(row.map_or(0, |r| r.get(0)))
+        })
+        .await
+    }
+
+    /// Runs one operation, for at most [`ANSWER_WITHIN`]. One that takes
+    /// longer is dropped, as if its connection had been cut at that moment:
+    /// what it had sent is still carried out in order once the server runs
+    /// again (a transaction without its `COMMIT` is rolled back, as the
+    /// driver queues a `ROLLBACK` when one is dropped), and its caller
+    /// learns that the database is unavailable, which is retryable. A call
+    /// is charged before its plugin runs, so a charge may stand without a
+    /// result, never a result without a charge.
+    ///
+    /// The connections then idle in the pool are closed: the one the
+    /// operation held still waits for its answer, and the others would
+    /// most likely wait behind the same server.
+    async fn answered<T, E: From<StoreError>>(
+        &self,
+        operation: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        match tokio::time::timeout(ANSWER_WITHIN, operation).await {
+            Ok(outcome) => {
+                if outcome.is_ok() {
+                    self.set_reachable(Ok(()));
+                }
+                outcome
+            }
+            Err(_) => {
+                let closed = self.pool.retain(|_, _| false).removed.len();
+                Err(E::from(self.unreachable(format!(
+                    "no answer within {} s; {closed} idle connections closed",
+                    ANSWER_WITHIN.as_secs()
+                ))))
+            }
+        }
     }
 
     async fn migrate(&self, upgrade: bool) -> Result<(), StoreError> {
@@ -297,13 +341,13 @@ impl PostgresStore {
         self.connection().await
     }
 
-    /// A pooled connection, or why there is none.
+    /// A pooled connection, or why there is none. Having one says little
+    /// (a pooled connection is handed out without a round trip), so the
+    /// database counts as reachable again only once an operation succeeds
+    /// ([`Self::answered`]).
     async fn connection(&self) -> Result<Object, StoreError> {
         match self.pool.get().await {
-            Ok(client) => {
-                self.set_reachable(Ok(()));
-                Ok(client)
-            }
+            Ok(client) => Ok(client),
             Err(PoolError::Timeout(TimeoutType::Wait)) => Err(StoreError::Busy(
                 self.pool.timeouts().wait.unwrap_or_default(),
             )),
@@ -379,68 +423,74 @@ impl PostgresStore {
     /// Records a signed checkpoint of `replica`'s audit trail; the same
     /// checkpoint recorded twice is kept once.
     pub async fn record_checkpoint(&self, row: &CheckpointRow) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        let seq = i64::try_from(row.seq).unwrap_or(i64::MAX);
-        let inserted = client
-            .execute(
-                "INSERT INTO audit_checkpoint (replica, seq, head, line, key_id, recorded_at)
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (replica, seq) DO NOTHING",
-                &[
-                    &row.replica,
-                    &seq,
-                    &row.head,
-                    &row.line,
-                    &row.key_id,
-                    &row.recorded_at,
-                ],
-            )
-            .await
-            .map_err(|e| self.failed(e))?;
-        if inserted == 1 {
-            return Ok(());
-        }
-        // Already there: the same checkpoint copied twice is fine; another
-        // one under the same name and seq is not.
-        let kept: String = client
-            .query_one(
-                "SELECT head FROM audit_checkpoint WHERE replica = $1 AND seq = $2",
-                &[&row.replica, &seq],
-            )
-            .await
-            .map_err(|e| self.failed(e))?
-            .get(0);
-        if kept == row.head {
-            Ok(())
-        } else {
-            Err(StoreError::CheckpointClash {
-                replica: row.replica.clone(),
-                seq: row.seq,
-            })
-        }
+        self.answered(async {
+            let client = self.client().await?;
+            let seq = i64::try_from(row.seq).unwrap_or(i64::MAX);
+            let inserted = client
+                .execute(
+                    "INSERT INTO audit_checkpoint (replica, seq, head, line, key_id, recorded_at)
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (replica, seq) DO NOTHING",
+                    &[
+                        &row.replica,
+                        &seq,
+                        &row.head,
+                        &row.line,
+                        &row.key_id,
+                        &row.recorded_at,
+                    ],
+                )
+                .await
+                .map_err(|e| self.failed(e))?;
+            if inserted == 1 {
+                return Ok(());
+            }
+            // Already there: the same checkpoint copied twice is fine; another
+            // one under the same name and seq is not.
+            let kept: String = client
+                .query_one(
+                    "SELECT head FROM audit_checkpoint WHERE replica = $1 AND seq = $2",
+                    &[&row.replica, &seq],
+                )
+                .await
+                .map_err(|e| self.failed(e))?
+                .get(0);
+            if kept == row.head {
+                Ok(())
+            } else {
+                Err(StoreError::CheckpointClash {
+                    replica: row.replica.clone(),
+                    seq: row.seq,
+                })
+            }
+        })
+        .await
     }
 
     /// Every checkpoint the database holds, by replica and seq.
     pub async fn checkpoints(&self) -> Result<Vec<CheckpointRow>, StoreError> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT replica, seq, head, line, key_id, recorded_at
-                 FROM audit_checkpoint ORDER BY replica, seq",
-                &[],
-            )
-            .await
-            .map_err(|e| self.failed(e))?;
-        Ok(rows
-            .iter()
-            .map(|r| CheckpointRow {
-                replica: r.get(0),
-                seq: r.get::<_, i64>(1).max(0) as u64,
-                head: r.get(2),
-                line: r.get(3),
-                key_id: r.get(4),
-                recorded_at: r.get(5),
-            })
-            .collect())
+        self.answered(async {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT replica, seq, head, line, key_id, recorded_at
+                     FROM audit_checkpoint ORDER BY replica, seq",
+                    &[],
+                )
+                .await
+                .map_err(|e| self.failed(e))?;
+            Ok(rows
+                .iter()
+                .map(|r| CheckpointRow {
+                    replica: r.get(0),
+                    seq: r.get::<_, i64>(1).max(0) as u64,
+                    head: r.get(2),
+                    line: r.get(3),
+                    key_id: r.get(4),
+                    recorded_at: r.get(5),
+                })
+                .collect())
+        })
+        .await
     }
 
     /// Whether the last operation reached the database.
