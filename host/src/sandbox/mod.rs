@@ -529,9 +529,13 @@ impl PreparedPlugin {
             .begin_call(Instant::now() + limits.call_timeout);
         store.set_epoch_deadline(1);
         refuel(&mut store)?;
-        let bindings = pre
-            .instantiate_async(&mut store)
+        // A component's start code may wait inside the host (a WASI sleep
+        // or poll), where no epoch check runs, so the timer bounds it as it
+        // bounds a call.
+        let instantiating = pre.instantiate_async(&mut store);
+        let bindings = tokio::time::timeout(limits.call_timeout + WAIT_GRACE, instantiating)
             .await
+            .map_err(|_| SandboxError::Timeout(limits.call_timeout))?
             .map_err(|e| classify(e, store.data(), limits.call_timeout))?;
         CREATED.fetch_add(1, Ordering::Relaxed);
         LIVE.fetch_add(1, Ordering::Relaxed);

@@ -1,6 +1,8 @@
 //! A plugin that crashes, loops, hoards memory or returns junk ends only its
 //! own call, with a code the model can act on.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use crate::support::*;
@@ -115,4 +117,65 @@ async fn memory_output_and_contract_violations_have_their_own_codes() {
     let echo = ok(&client, "fixture_echo_get", json!({ "text": "still here" })).await;
     assert_eq!(echo["text"], "still here");
     client.cancel().await.unwrap();
+}
+
+/// Start code that waits inside the host (a WASI sleep while the component
+/// is instantiated, where no epoch check runs) is cut off by the call's
+/// timer, as a call's code is: the call that needed the instance fails with
+/// `timeout` and frees its place, and a host starting meanwhile refuses the
+/// plugin instead of never starting.
+#[tokio::test]
+async fn start_code_that_never_returns_is_cut_off() {
+    let stalling = |name: &str| {
+        PluginEntry::fixture_as(
+            name,
+            &format!(
+                "instance = \"call\"\n\
+                 limits = {{ call_timeout_ms = 500, concurrent = 1, queue = 0 }}\n\
+                 files = [{{ host = \"scratch\", guest = \"/scratch\", mode = \"rw\" }}]\n\
+                 config = {{ stall_at_start = \"/scratch/stall\", prefix = \"{name}\" }}"
+            ),
+        )
+    };
+    let m = manifest(vec![stalling("fixture"), PluginEntry::helpdesk()]);
+    let scratch = m.path.parent().unwrap().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let client = stdio(&m, &[]).await;
+    ok(&client, "fixture_echo_get", json!({ "text": "before" })).await;
+
+    std::fs::write(scratch.join("stall"), "").unwrap();
+    for _ in 0..2 {
+        let began = std::time::Instant::now();
+        let stalled = tokio::time::timeout(
+            Duration::from_secs(30),
+            refused(&client, "fixture_echo_get", json!({ "text": "stalled" })),
+        )
+        .await
+        .expect("a call whose instance never starts ends");
+        assert_eq!(stalled["code"], "timeout", "{stalled}");
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            began.elapsed()
+        );
+    }
+    std::fs::remove_file(scratch.join("stall")).unwrap();
+    // One place in all: it was given back each time.
+    let echo = ok(&client, "fixture_echo_get", json!({ "text": "after" })).await;
+    assert_eq!(echo["text"], "after");
+    client.cancel().await.unwrap();
+
+    // A plugin whose describe() needs an instance that never starts.
+    let m = manifest(vec![stalling("stalled"), PluginEntry::helpdesk()]);
+    let scratch = m.path.parent().unwrap().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    std::fs::write(scratch.join("stall"), "").unwrap();
+    let out = start_and_exit(&m, &[]);
+    let refusal = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("plugin `stalled` refused"))
+        .unwrap_or_else(|| panic!("not refused:\n{}", out.stderr));
+    assert!(refusal.contains("500ms"), "{refusal}");
+    assert!(out.stderr.contains("plugin loaded"), "{}", out.stderr);
 }
