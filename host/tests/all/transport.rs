@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -448,6 +449,51 @@ async fn http_cuts_off_slow_clients() {
     // Others are served all along.
     let client = connect(&host.url).await;
     ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+}
+
+/// A client that keeps its connection open and reads none of its answers
+/// (its receive window closed, which its kernel keeps acknowledging) loses
+/// the connection after the read timeout, and with it the place it held:
+/// with one connection allowed, the next client is served.
+#[tokio::test]
+async fn http_cuts_off_a_client_that_reads_nothing() {
+    use tokio::io::AsyncWriteExt;
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let host = http(&m, &["--read-timeout", "1s", "--max-connections", "1"]);
+    let elsewhere = host.url.replace("/mcp", "/elsewhere");
+    let addr = host
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr.parse().unwrap()).await.unwrap();
+    // Pipelined requests for a small 404 each, until the host takes no more:
+    // its answers have filled the buffers between us, and its writes wait.
+    let requests = b"GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".repeat(1000);
+    let mut sent = 0;
+    loop {
+        assert!(sent < 256 << 20, "the host kept taking requests");
+        match tokio::time::timeout(Duration::from_secs(2), stalled.write_all(&requests)).await {
+            Ok(Ok(())) => sent += requests.len(),
+            Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    let began = std::time::Instant::now();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(30),
+        http_client().get(&elsewhere).send(),
+    )
+    .await
+    .expect("the next client is served")
+    .unwrap();
+    assert_eq!(answer.status(), 404);
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        began.elapsed()
+    );
+    drop(stalled);
 }
 
 #[tokio::test]

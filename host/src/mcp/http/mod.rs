@@ -10,7 +10,9 @@
 //! the host does not hold.
 //!
 //! What a hostile client can hold is bounded: request headers, then the
-//! body, must arrive within `read_timeout` (slow clients are cut off), open
+//! body, must arrive within `read_timeout` (slow clients are cut off), and
+//! a response the client takes nothing of for as long is abandoned with its
+//! connection (`stalled.rs`); open
 //! connections are capped (beyond it, new ones wait in the kernel's
 //! backlog), live sessions are capped (beyond it, 503 with `Retry-After`),
 //! and a session idle for `session_idle` is closed with its instances.
@@ -46,10 +48,12 @@ use crate::bearer::Bearer;
 use crate::dispatch::Toolhost;
 use crate::store::{self, Store, TaskState};
 use sessions::Sessions;
+use stalled::WriteDeadline;
 use tokens::KnownTokens;
 
 mod pipe;
 mod sessions;
+mod stalled;
 mod tokens;
 
 /// The task a request's bearer token belongs to; put in the request's
@@ -273,6 +277,9 @@ impl HttpServer {
                 tracing::debug!("TCP_NODELAY not set: {e}");
             }
             let service = TowerToHyperService::new(self.router.clone());
+            // A client that reads nothing of its answers is cut off after
+            // the read timeout too, so it cannot keep its place for ever.
+            let tcp = WriteDeadline::new(tcp, self.read_timeout);
             let serving = http.serve_connection(TokioIo::new(tcp), service);
             let closing = self.shutdown.clone();
             connections.spawn(async move {
