@@ -200,7 +200,9 @@ impl PostgresStore {
             checking_schema: tokio::sync::Mutex::new(()),
             upgrade_schema: settings.upgrade_schema,
         };
-        match store.ensure_schema().await {
+        // Bounded like any operation: a server that hangs must not hang a
+        // start (a serving host then starts without it, as below).
+        match store.answered(store.ensure_schema()).await {
             Ok(()) => {}
             Err(StoreError::Unavailable(why)) if settings.start_unreachable => {
                 tracing::warn!(
