@@ -7,6 +7,7 @@
 //! `mcp::reply` (the one error mapping). `manifest` parses what the platform
 //! team vetted; `catalog` joins it with what each plugin describes.
 
+pub mod accept;
 pub mod audit;
 pub mod bearer;
 pub mod catalog;

@@ -425,7 +425,14 @@ async fn serve_recorded(
         }
         let beside = crate::console::router(shown)
             .merge(crate::console::scrape::router(host.clone(), scrapers));
-        let admin = AdminServer::new(listener, store.clone(), manifest.clone(), token, beside);
+        let admin = AdminServer::new(
+            listener,
+            store.clone(),
+            manifest.clone(),
+            token,
+            beside,
+            args.read_timeout,
+        );
         // On stdio, stdout is JSON-RPC's alone: the address goes to the log.
         if args.stdio {
             tracing::info!(%bound, console = %public_url, "admin API and console listening");

@@ -9,9 +9,11 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path as UrlPath, Query, Request, State};
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path as UrlPath, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -20,8 +22,10 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
 
 use super::{OpenTask, approval_json, parse_ttl, task_json};
+use crate::accept::ConnectionLimits;
 use crate::bearer::Bearer;
 use crate::manifest::Manifest;
 use crate::store::{Decision, Store, StoreError};
@@ -30,6 +34,10 @@ use crate::store::{Decision, Store, StoreError};
 const MIN_TOKEN_CHARS: usize = 32;
 /// Admin requests are small JSON documents.
 const MAX_BODY: usize = 64 << 10;
+/// Connections the admin listener keeps open at once: people at the console
+/// (each tab holds an event stream), scrapers and scripts, not clients at
+/// scale.
+const MAX_CONNECTIONS: usize = 256;
 
 /// Why the admin API cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -105,17 +113,20 @@ type Shared = State<Arc<Admin>>;
 pub struct AdminServer {
     listener: tokio::net::TcpListener,
     router: axum::Router,
+    read_timeout: Duration,
 }
 
 impl AdminServer {
     /// The JSON API under `/v1`, and `beside` (the console, metrics) on
-    /// every other path.
+    /// every other path. A request's headers, then its body, must arrive
+    /// within `read_timeout`, and its answer be taken within it.
     pub fn new(
         listener: tokio::net::TcpListener,
         store: Arc<dyn Store>,
         manifest: Manifest,
         token: AdminToken,
         beside: axum::Router,
+        read_timeout: Duration,
     ) -> AdminServer {
         let admin = Arc::new(Admin {
             store,
@@ -139,21 +150,61 @@ impl AdminServer {
             ))
             .layer(axum::middleware::map_response(json_errors))
             .with_state(admin);
-        let router = axum::Router::new().nest("/v1", api).merge(beside);
-        AdminServer { listener, router }
+        let router = axum::Router::new().nest("/v1", api).merge(beside).layer(
+            axum::middleware::from_fn_with_state(read_timeout, body_within),
+        );
+        AdminServer {
+            listener,
+            router,
+            read_timeout,
+        }
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
     }
 
+    /// Serves until `stop` resolves. Each request carries its peer's
+    /// address (`ConnectInfo`), which the console's sign-in limits by.
     pub async fn run(self, stop: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-        let service = self
-            .router
-            .into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(self.listener, service)
-            .with_graceful_shutdown(stop)
-            .await
+        let router = self.router;
+        crate::accept::serve(
+            self.listener,
+            move |peer: SocketAddr| router.clone().layer(axum::Extension(ConnectInfo(peer))),
+            ConnectionLimits {
+                read_timeout: self.read_timeout,
+                max_connections: MAX_CONNECTIONS,
+            },
+            CancellationToken::new(),
+            stop,
+        )
+        .await
+    }
+}
+
+/// Reads a request's whole body first, within `limit`: a client trickling
+/// one would otherwise hold its connection (and its place) for as long as
+/// it likes.
+async fn body_within(State(limit): State<Duration>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    match tokio::time::timeout(limit, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Err(_)) => error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            &format!("the request body exceeds {MAX_BODY} bytes, or broke off"),
+        ),
+        Err(_) => error(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            &format!(
+                "the request body did not arrive within {} ms",
+                limit.as_millis()
+            ),
+        ),
     }
 }
 

@@ -149,6 +149,46 @@ async fn the_admin_api_needs_its_token_and_manages_tasks_and_approvals() {
     client.cancel().await.unwrap();
 }
 
+/// The admin listener holds its clients to the same deadlines as `/mcp`:
+/// headers, then a body, that never end are cut off after the read timeout.
+#[tokio::test]
+async fn the_admin_listener_cuts_off_slow_clients() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let host = http_env(
+        &m,
+        &["--admin", "127.0.0.1:0", "--read-timeout", "500ms"],
+        &[("TOOLHOST_ADMIN_TOKEN", ADMIN_TOKEN)],
+    );
+    let base = host.admin.as_ref().expect("--admin was given");
+    let cut = stall(
+        base,
+        b"GET /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ",
+    )
+    .await;
+    assert!(cut.is_empty() || cut.contains(" 408 "), "{cut:?}");
+    let slow_body = stall(
+        base,
+        format!(
+            "POST /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"purpose\""
+        )
+        .as_bytes(),
+    )
+    .await;
+    assert!(slow_body.starts_with("HTTP/1.1 408"), "{slow_body:?}");
+    assert!(slow_body.contains("request_timeout"), "{slow_body:?}");
+    // Others are answered all along.
+    let (status, _) = admin(
+        &host,
+        reqwest::Method::GET,
+        "/tasks",
+        Some(ADMIN_TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+}
+
 #[test]
 fn the_admin_api_will_not_start_without_a_private_token() {
     let m = manifest(vec![PluginEntry::notes()]);

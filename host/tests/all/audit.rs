@@ -54,8 +54,16 @@ pub(crate) fn wait_for(state: &Path, event: &str) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if state.join("audit").exists() {
-            let all = records(state);
-            if all.iter().any(|r| r["event"] == event) {
+            // A read may catch the host's write half done: the trail is
+            // read again until every line is whole.
+            let read: Result<Vec<Value>, _> = segments(state)
+                .into_iter()
+                .flat_map(|(_, lines)| lines)
+                .map(|line| serde_json::from_str::<Value>(&line))
+                .collect();
+            if let Ok(all) = read
+                && all.iter().any(|r| r["event"] == event)
+            {
                 return all;
             }
         }

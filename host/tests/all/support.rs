@@ -645,6 +645,33 @@ pub fn finding_rules(report: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// `host:port` of an `http://` URL.
+pub fn authority(url: &str) -> &str {
+    let rest = url.trim_start_matches("http://");
+    rest.split_once('/')
+        .map_or(rest, |(authority, _)| authority)
+}
+
+/// A raw HTTP/1.1 exchange that stops sending after `sent`; returns what
+/// the host answered before it closed the connection.
+pub async fn stall(url: &str, sent: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(authority(url))
+        .await
+        .unwrap();
+    tcp.write_all(sent).await.unwrap();
+    let mut answer = Vec::new();
+    // A guard against a host that never closes, not a measurement.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        tcp.read_to_end(&mut answer),
+    )
+    .await
+    .expect("the host closes a stalled connection")
+    .ok();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 /// A plain HTTP client for the tests. reqwest is built with rustls but no
 /// crypto provider of its own (the host's registry client carries ring), so
 /// the process's provider is set first.

@@ -283,25 +283,6 @@ async fn message_of(response: reqwest::Response) -> Value {
         .unwrap_or_else(|| panic!("no JSON-RPC message in {text:?}"))
 }
 
-/// A raw HTTP/1.1 exchange that stops sending after `sent`; returns what
-/// the host answered before it closed the connection.
-async fn stall(url: &str, sent: &[u8]) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(sent).await.unwrap();
-    let mut answer = Vec::new();
-    // A guard against a host that never closes, not a measurement.
-    tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        tcp.read_to_end(&mut answer),
-    )
-    .await
-    .expect("the host closes a stalled connection")
-    .ok();
-    String::from_utf8_lossy(&answer).into_owned()
-}
-
 #[tokio::test]
 async fn http_answers_hostile_clients_and_keeps_going() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
@@ -461,10 +442,7 @@ async fn http_cuts_off_a_client_that_reads_nothing() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
     let host = http(&m, &["--read-timeout", "1s", "--max-connections", "1"]);
     let elsewhere = host.url.replace("/mcp", "/elsewhere");
-    let addr = host
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp");
+    let addr = authority(&host.url);
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut stalled = socket.connect(addr.parse().unwrap()).await.unwrap();

@@ -12,7 +12,7 @@
 //! What a hostile client can hold is bounded: request headers, then the
 //! body, must arrive within `read_timeout` (slow clients are cut off), and
 //! a response the client takes nothing of for as long is abandoned with its
-//! connection (`stalled.rs`); open
+//! connection (`accept/stalled.rs`); open
 //! connections are capped (beyond it, new ones wait in the kernel's
 //! backlog), live sessions are capped (beyond it, 503 with `Retry-After`),
 //! and a session idle for `session_idle` is closed with its instances.
@@ -35,25 +35,21 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use http_body_util::BodyExt;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use rmcp::model::ErrorCode;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::sync::{Mutex, MutexGuard, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::{Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
 use super::{Binding, McpCatalog, McpSession};
+use crate::accept::ConnectionLimits;
 use crate::bearer::Bearer;
 use crate::dispatch::Toolhost;
 use crate::store::{self, Store, TaskState};
 use sessions::Sessions;
-use stalled::WriteDeadline;
 use tokens::KnownTokens;
 
 mod pipe;
 mod sessions;
-mod stalled;
 mod tokens;
 
 /// The task a request's bearer token belongs to; put in the request's
@@ -238,85 +234,20 @@ impl HttpServer {
     /// Serves until `stop` resolves, then closes sessions and connections,
     /// giving requests in flight a few seconds to finish.
     pub async fn run(self, stop: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-        let mut http = hyper::server::conn::http1::Builder::new();
-        // The header timeout also runs while a keep-alive connection waits
-        // for its next request, so idle connections are closed as well.
-        http.timer(TokioTimer::new())
-            .header_read_timeout(self.read_timeout)
-            .max_buf_size(64 << 10);
-        let open = Arc::new(Semaphore::new(self.max_connections));
-        let mut connections = JoinSet::new();
-        tokio::pin!(stop);
-        loop {
-            let permit = tokio::select! {
-                permit = open.clone().acquire_owned() => permit.expect("never closed"),
-                () = &mut stop => break,
-            };
-            let tcp = tokio::select! {
-                accepted = self.listener.accept() => match accepted {
-                    Ok((tcp, _)) => tcp,
-                    Err(e) => {
-                        // Out of file descriptors, or a connection reset
-                        // before it was accepted: wait a little, go on.
-                        tracing::warn!("accepting a connection failed: {e}");
-                        tokio::select! {
-                            () = tokio::time::sleep(Duration::from_millis(50)) => continue,
-                            () = &mut stop => break,
-                        }
-                    }
-                },
-                () = &mut stop => break,
-            };
-            // Reap finished connections so the set stays as large as the
-            // number of open ones.
-            while connections.try_join_next().is_some() {}
-            // A keep-alive client sends its next request only after the
-            // answer: Nagle would hold the answer's last segment for a
-            // delayed ACK.
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("TCP_NODELAY not set: {e}");
-            }
-            let service = TowerToHyperService::new(self.router.clone());
-            // A client that reads nothing of its answers is cut off after
-            // the read timeout too, so it cannot keep its place for ever.
-            let tcp = WriteDeadline::new(tcp, self.read_timeout);
-            let serving = http.serve_connection(TokioIo::new(tcp), service);
-            let closing = self.shutdown.clone();
-            connections.spawn(async move {
-                let _permit = permit;
-                tokio::pin!(serving);
-                let served = tokio::select! {
-                    served = serving.as_mut() => served,
-                    () = closing.cancelled() => {
-                        serving.as_mut().graceful_shutdown();
-                        serving.await
-                    }
-                };
-                if let Err(e) = served {
-                    tracing::debug!("connection ended: {e}");
-                }
-            });
-        }
-        // New clients are refused from here on rather than left waiting.
-        drop(self.listener);
-        self.shutdown.cancel();
-        let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
-            while connections.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            tracing::warn!(
-                "{} connections still open after {SHUTDOWN_GRACE:?}; closing them",
-                connections.len()
-            );
-            connections.shutdown().await;
-        }
-        Ok(())
+        let router = self.router;
+        crate::accept::serve(
+            self.listener,
+            move |_| router.clone(),
+            ConnectionLimits {
+                read_timeout: self.read_timeout,
+                max_connections: self.max_connections,
+            },
+            self.shutdown,
+            stop,
+        )
+        .await
     }
 }
-
-/// How long a stopping server waits for its connections to finish.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 impl Endpoint {
     /// Answers one request to `/mcp`: each check in turn either passes the
