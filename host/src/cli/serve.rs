@@ -117,7 +117,45 @@ fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// Descriptors kept for what is not a client connection: the trail, the
+/// stores, plugins' directories, the admin listener and the log.
+const DESCRIPTORS_BESIDE_CONNECTIONS: u64 = 512;
+
+/// Raises the soft limit on open files to the hard one. Service managers
+/// commonly start a process at a soft limit of 1 024 (low for the sake of
+/// programs that use `select`, which this one does not) under a far higher
+/// hard one, and every connection, database socket, trail segment and
+/// plugin directory takes a descriptor: `--max-connections` (4 096 by
+/// default) could not be reached. Says so if even the hard limit is too low
+/// for `max_connections`.
+fn raise_open_files_limit(max_connections: Option<usize>) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if let (Some(soft), Some(hard)) = (limit.current, limit.maximum)
+        && soft < hard
+    {
+        limit.current = Some(hard);
+        match setrlimit(Resource::Nofile, limit) {
+            Ok(()) => tracing::debug!(from = soft, to = hard, "open files limit raised"),
+            Err(e) => {
+                tracing::warn!("the open files limit stays at {soft}: raising it failed: {e}");
+                limit.current = Some(soft);
+            }
+        }
+    }
+    let needed = max_connections.map(|n| n as u64 + DESCRIPTORS_BESIDE_CONNECTIONS);
+    if let (Some(needed), Some(allowed)) = (needed, limit.current)
+        && allowed < needed
+    {
+        tracing::warn!(
+            "--max-connections {} needs about {needed} open files, but the limit is {allowed}: connections beyond it will wait until others close",
+            needed - DESCRIPTORS_BESIDE_CONNECTIONS
+        );
+    }
+}
+
 pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result<()> {
+    raise_open_files_limit(args.http.map(|_| args.max_connections));
     let manifest = Manifest::load(&args.manifest)?;
     let backend = open_backend(&manifest, true).await?;
     // The host does not serve unrecorded: no trail, no start.

@@ -628,3 +628,34 @@ async fn the_default_log_has_no_line_per_session_or_request() {
     assert!(quiet.contains("listening"), "{quiet}");
     assert!(quiet.contains("catalog ready"), "{quiet}");
 }
+
+/// A host started under a low soft limit on open files (as service
+/// managers start one, at 1 024) raises it to the hard limit, or it could
+/// not hold `--max-connections` connections.
+#[test]
+fn serve_raises_its_open_files_limit_to_the_hard_one() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let inner = toolhost();
+    let mut cmd = std::process::Command::new("sh");
+    for (key, value) in inner.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    cmd.arg("-c")
+        .arg("ulimit -Sn 256 && exec \"$0\" \"$@\"")
+        .arg(inner.get_program())
+        .args(["serve", "--http", "127.0.0.1:0", "--manifest"])
+        .arg(&m.path);
+    let host = http_from(cmd);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", host.child.id())).unwrap();
+    let open_files: Vec<&str> = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))
+        .expect("a Max open files line")
+        .split_whitespace()
+        .collect();
+    assert_eq!(open_files[0], open_files[1], "{limits}");
+    assert_ne!(open_files[0], "256", "{limits}");
+}
