@@ -10,7 +10,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use ed25519_dalek::SigningKey;
 use serde_json::{Map, Value, json};
@@ -22,6 +22,13 @@ use super::{AuditError, key};
 pub const AUDIT_DIR: &str = "audit";
 pub const CHECKPOINTS: &str = "checkpoints.jsonl";
 const LOCK: &str = ".lock";
+/// Longest an append waits for another process to release the trail's
+/// lock. An append holds it for a moment; a holder that keeps it this long
+/// is stopped or hung (a client suspended with its stdio host mid-append),
+/// and waiting on would stall this host's write calls, and its stop, for as
+/// long as that lasts. Past it the append fails as a failed write does:
+/// retried every second, write calls refused meanwhile.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// Where a trail lives and how it rotates.
 #[derive(Debug, Clone)]
@@ -195,10 +202,7 @@ impl Trail {
                 path: lock_path.clone(),
                 source,
             })?;
-        lock.lock().map_err(|source| AuditError::Io {
-            path: lock_path.clone(),
-            source,
-        })?;
+        lock_within(&lock, &lock_path)?;
         let opened = Self::open_locked(state_dir, dir, lock, options);
         if let Ok(trail) = &opened {
             let _ = trail.lock.unlock();
@@ -364,10 +368,7 @@ impl Trail {
     }
 
     fn lock_exclusive(&self) -> Result<(), AuditError> {
-        self.lock.lock().map_err(|source| AuditError::Io {
-            path: self.dir.join(LOCK),
-            source,
-        })
+        lock_within(&self.lock, &self.dir.join(LOCK))
     }
 
     /// Brings `seq` and `head` up to what is on disk: another process may
@@ -727,4 +728,35 @@ fn last_line(file: &mut File, len: u64, path: &Path) -> Result<((u64, String), b
     let value: Value = serde_json::from_slice(line).map_err(|_| corrupt("is not JSON"))?;
     let seq = value["seq"].as_u64().ok_or_else(|| corrupt("has no seq"))?;
     Ok(((seq, record::sha256_hex(line)), false))
+}
+
+/// Takes the trail's exclusive lock, waiting at most [`LOCK_WAIT`]. The
+/// lock is polled rather than waited for in the kernel, where no deadline
+/// can be set; an uncontended lock is taken at the first try, and the pause
+/// between tries stays short, as appends hold it only for a moment.
+fn lock_within(lock: &File, path: &Path) -> Result<(), AuditError> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    let mut pause = Duration::from_micros(100);
+    loop {
+        let source = match lock.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+                continue;
+            }
+            Err(fs::TryLockError::WouldBlock) => std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "another process has held the trail's lock for {} s",
+                    LOCK_WAIT.as_secs()
+                ),
+            ),
+            Err(fs::TryLockError::Error(e)) => e,
+        };
+        return Err(AuditError::Io {
+            path: path.to_path_buf(),
+            source,
+        });
+    }
 }

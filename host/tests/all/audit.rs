@@ -632,6 +632,68 @@ async fn writes_are_refused_while_the_trail_cannot_be_written() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
 
+/// Another process that holds the trail's lock and never lets go (stopped
+/// mid-append) makes write calls `audit_unavailable` after a while, not
+/// stuck; reads go on, writes come back once it lets go, and a stop still
+/// ends.
+#[tokio::test]
+async fn a_trail_lock_held_elsewhere_refuses_writes_instead_of_holding_them() {
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &["notes_note_save"], &[]);
+    let mut host = http(&m, &[]);
+    let client = connect_with(&host.url, Some(&task.token), ())
+        .await
+        .unwrap();
+    let save = |slug: &str| json!({ "slug": slug, "title": "t", "body": "b", "tags": [] });
+    let first = call_as(&client, "notes_note_save", save("before")).await;
+    assert_eq!(first.is_error, Some(false));
+
+    let hold = || {
+        let lock = std::fs::File::options()
+            .write(true)
+            .open(state_dir(&m).join("audit/.lock"))
+            .unwrap();
+        lock.lock().unwrap();
+        lock
+    };
+    let held = hold();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(60),
+        call_as(&client, "notes_note_save", save("during")),
+    )
+    .await
+    .expect("a write call ends while the lock is held elsewhere");
+    let body = content(&refused);
+    assert_eq!(body["code"], "audit_unavailable", "{body}");
+    assert_eq!(body["retryable"], true);
+    let read = call_as(&client, "notes_note_get", json!({ "slug": "before" })).await;
+    assert_eq!(read.is_error, Some(false));
+
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let again = call_as(&client, "notes_note_save", save("after")).await;
+        if again.is_error == Some(false) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "writes never came back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // A stop while the lock is held elsewhere ends too, though it cannot
+    // record `host_stopped`.
+    let held = hold();
+    terminate(&host.child);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while host.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the host did not stop");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(held);
+    let out = audit_cli(&m.path, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_never_loses_an_acknowledged_write_from_the_trail() {
     let m = manifest(vec![PluginEntry::notes()]);
