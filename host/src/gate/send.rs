@@ -267,9 +267,15 @@ fn drop_body_of_bodiless(request: Request<WasiBody>) -> Request<WasiBody> {
 
 /// Consumes a body nobody will send, so its writer is not left blocked.
 pub(super) fn drain(body: WasiBody) {
-    tokio::spawn(async move {
-        let _ = body.collect().await;
-    });
+    tokio::spawn(discard(body));
+}
+
+/// Reads `body` to its end, dropping each frame as it comes: the guest may
+/// write for as long as its call lasts (or, from a session's instance,
+/// across calls), and none of what the host holds counts against the
+/// plugin's memory limit.
+async fn discard(mut body: WasiBody) {
+    while let Some(Ok(_)) = body.frame().await {}
 }
 
 /// Bytes of responses a plugin's instances hold in host memory, read but
@@ -401,5 +407,56 @@ impl tokio::io::AsyncWrite for Io {
             Io::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
             Io::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::StreamExt;
+    use http_body_util::StreamBody;
+    use hyper::body::Frame;
+
+    use super::*;
+
+    /// A frame that counts how many of its kind are alive at once.
+    struct Counted {
+        bytes: Vec<u8>,
+        live: Arc<AtomicUsize>,
+    }
+
+    impl AsRef<[u8]> for Counted {
+        fn as_ref(&self) -> &[u8] {
+            &self.bytes
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_drained_body_is_not_kept() {
+        let live = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let frames = {
+            let (live, most) = (live.clone(), most.clone());
+            futures::stream::iter(0..64).map(move |_| {
+                let now = live.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                let frame = Counted {
+                    bytes: vec![0; 1 << 20],
+                    live: live.clone(),
+                };
+                Ok::<_, wasmtime_wasi_http::Error>(Frame::data(Bytes::from_owner(frame)))
+            })
+        };
+        discard(StreamBody::new(frames).boxed_unsync()).await;
+        assert_eq!(live.load(Ordering::SeqCst), 0);
+        // 64 MiB went through; at most one frame was held at a time.
+        assert_eq!(most.load(Ordering::SeqCst), 1);
     }
 }
