@@ -35,6 +35,15 @@ const LOG_LINE_BYTES: usize = 2_048;
 /// multiplying its memory limit. Memory itself is limited per instance.
 const MEMORIES: usize = 8;
 const TABLES: usize = 64;
+/// Host-side handles one instance may hold at once: open files and
+/// directories, streams, pollables, outgoing requests and their headers.
+/// Each is host memory (an open file, also a descriptor of the process)
+/// that the plugin's memory limit does not count, and wasmtime's own bound
+/// is a million. Past it the import fails and the call ends as a trap.
+const MAX_HANDLES: usize = 4_096;
+/// Bytes of one set of HTTP headers a plugin builds (wasmtime-wasi-http's
+/// default is 128 KiB): with [`MAX_HANDLES`], at most 128 MiB of headers.
+const MAX_HEADER_BYTES: usize = 32 << 10;
 
 /// What every instance of one plugin shares: its name, manifest config and
 /// limits, and the store behind its `state` import.
@@ -137,11 +146,15 @@ impl PluginState {
                 .map_err(|e| format!("cannot open {}: {e:#}", grant.real.display()))?;
         }
         let wasi = wasi.build();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_HANDLES);
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(MAX_HEADER_BYTES);
         Ok(PluginState {
             wasi,
-            http: WasiHttpCtx::new(),
+            http,
             egress: Egress::new(shared.gate.clone()),
-            table: ResourceTable::new(),
+            table,
             shared,
             log,
             memory_exceeded: false,

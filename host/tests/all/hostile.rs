@@ -654,3 +654,27 @@ async fn a_plugin_inventing_error_codes_cannot_grow_the_metrics() {
     let total: u32 = series.iter().map(|s| s.value.parse::<u32>().unwrap()).sum();
     assert_eq!(total, calls);
 }
+
+/// A plugin that keeps opening files and never closes them is stopped at
+/// its bound of host handles (the call ends as a trap), instead of using up
+/// the descriptors of the whole process; they are given back with the
+/// instance, and the host goes on serving.
+#[tokio::test]
+async fn a_plugin_hoarding_handles_is_stopped_at_its_bound() {
+    let m = hostile_manifest();
+    let (client, pid) = stdio_with_pid(&m, &[]).await;
+    let hoard = call(
+        &client,
+        "fixture_fault_run",
+        json!({ "fault": "hoard-files", "path": "/kb/readme.txt" }),
+    )
+    .await;
+    let body = content(&hoard);
+    assert_eq!(body["code"], "plugin_trap", "{body}");
+    let descriptors = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    assert!(descriptors < 1_000, "{descriptors} descriptors open");
+    ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+    client.cancel().await.unwrap();
+}
