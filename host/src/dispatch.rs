@@ -39,7 +39,10 @@ pub struct Toolhost {
     /// plugin state: they have no session of their own, so the task is what
     /// ties their calls together. Anonymous stateless requests get fresh
     /// instances.
-    task_sessions: Mutex<HashMap<String, Arc<Session>>>,
+    task_sessions: Mutex<HashMap<String, TaskSession>>,
+    /// How long a task's stateless session is kept with no request (the
+    /// HTTP server's `--session-idle`).
+    task_session_idle: std::sync::OnceLock<Duration>,
     /// Tasks whose expiry this process has recorded.
     expired: Mutex<HashSet<String>>,
     /// Calls between their start and their outcome record.
@@ -71,6 +74,7 @@ impl Toolhost {
             store,
             audit,
             task_sessions: Mutex::new(HashMap::new()),
+            task_session_idle: std::sync::OnceLock::new(),
             expired: Mutex::new(HashSet::new()),
             in_flight: AtomicUsize::new(0),
             sessions: LiveSessions::default(),
@@ -95,14 +99,50 @@ impl Toolhost {
         }
     }
 
-    /// The shared session of `task`'s stateless requests.
-    pub fn task_session(&self, task: &str) -> Arc<Session> {
-        let mut sessions = self.task_sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions
-            .entry(task.to_string())
-            .or_insert_with(|| Arc::new(Session::new(Transport::HttpStateless)))
-            .clone()
+    /// Keeps a task's stateless session this long after its last request
+    /// (set once, by the HTTP server; [`TASK_SESSION_IDLE`] otherwise).
+    pub fn keep_task_sessions_for(&self, idle: Duration) {
+        let _ = self.task_session_idle.set(idle);
     }
+
+    /// The shared session of `task`'s stateless requests.
+    ///
+    /// One that had no request for the idle time is dropped with its
+    /// instances, like an idle HTTP session, and its task starts afresh;
+    /// so are those of every other task that nobody used for as long,
+    /// whenever a task's session is made. A task that expired or was
+    /// revoked is not used again, and nothing else would free them.
+    pub fn task_session(&self, task: &str) -> Arc<Session> {
+        let now = Instant::now();
+        let idle = *self.task_session_idle.get().unwrap_or(&TASK_SESSION_IDLE);
+        // A session a call still holds is in use, however old its last
+        // request.
+        let live = |kept: &TaskSession| {
+            now.duration_since(kept.used) < idle || Arc::strong_count(&kept.session) > 1
+        };
+        let mut sessions = self.task_sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if !sessions.get(task).is_some_and(live) {
+            sessions.retain(|_, kept| live(kept));
+        }
+        let kept = sessions
+            .entry(task.to_string())
+            .or_insert_with(|| TaskSession {
+                session: Arc::new(Session::new(Transport::HttpStateless)),
+                used: now,
+            });
+        kept.used = now;
+        kept.session.clone()
+    }
+}
+
+/// How long a task's stateless session is kept with no request, unless the
+/// HTTP server says otherwise (the default of `--session-idle`).
+pub const TASK_SESSION_IDLE: Duration = Duration::from_secs(5 * 60);
+
+/// A task's stateless session and when a request last used it.
+struct TaskSession {
+    session: Arc<Session>,
+    used: Instant,
 }
 
 /// Counts a call as running until dropped, however the call ends.

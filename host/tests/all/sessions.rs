@@ -107,3 +107,37 @@ async fn stateless_requests_of_a_task_share_the_task_s_instances() {
     client.cancel().await.unwrap();
     legacy.cancel().await.unwrap();
 }
+
+/// A task's stateless requests share one session (and its instances), kept
+/// as long as an MCP session would be: after `--session-idle` with no
+/// request it is dropped with its instances, and the task starts afresh.
+#[tokio::test]
+async fn a_task_stateless_session_is_dropped_when_idle() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let task = open_task(&m, &["helpdesk_ticket_close"], &[]);
+    let host = http(&m, &["--session-idle", "2s"]);
+    let stateless = connect_stateless_with(&host.url, Some(&task.token), ()).await;
+    ok(
+        &stateless,
+        "helpdesk_ticket_close",
+        json!({ "key": "T-1048" }),
+    )
+    .await;
+    let status = || async {
+        ok(
+            &stateless,
+            "helpdesk_ticket_get",
+            json!({ "key": "T-1048" }),
+        )
+        .await["status"]
+            .clone()
+    };
+    assert_eq!(
+        status().await,
+        "closed",
+        "the task's requests share an instance"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(status().await, "open", "an idle task session starts afresh");
+    stateless.cancel().await.unwrap();
+}

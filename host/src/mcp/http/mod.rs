@@ -159,6 +159,9 @@ impl HttpServer {
         options: HttpOptions,
     ) -> std::io::Result<HttpServer> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
+        // A task's stateless requests share a session, kept as long as an
+        // MCP session would be.
+        host.keep_task_sessions_for(options.session_idle);
         let shutdown = CancellationToken::new();
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(options.allowed_hosts)
