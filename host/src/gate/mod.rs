@@ -180,6 +180,9 @@ pub struct Egress {
     tool: String,
     call: String,
     requests: u32,
+    /// Requests past the call's limit refused after the first of them,
+    /// recorded together when the call ends ([`Egress::end_call`]).
+    unrecorded: u64,
     refusal: Arc<Mutex<Option<Refusal>>>,
 }
 
@@ -190,6 +193,7 @@ impl Egress {
             tool: String::new(),
             call: String::new(),
             requests: 0,
+            unrecorded: 0,
             refusal: Arc::default(),
         }
     }
@@ -197,10 +201,43 @@ impl Egress {
     /// Starts the count and the refusal slot of a new call. Requests still
     /// in flight from an earlier call report to that call's slot.
     pub fn begin_call(&mut self, tool: &str, call: &str) {
+        self.end_call();
         self.tool = tool.to_string();
         self.call = call.to_string();
         self.requests = 0;
         self.refusal = Arc::default();
+    }
+
+    /// Records, as one refusal, the requests past the limit that were
+    /// refused without a record of their own during the call. Also run by
+    /// the next [`Egress::begin_call`] and when the instance is dropped, so
+    /// a call cut off by its deadline is counted too.
+    pub fn end_call(&mut self) {
+        if self.unrecorded == 0 {
+            return;
+        }
+        let unrecorded = std::mem::take(&mut self.unrecorded);
+        let attempt = Attempt {
+            gate: self.gate.clone(),
+            tool: self.tool.clone(),
+            call: self.call.clone(),
+            method: String::new(),
+            url: String::new(),
+            credentials: Vec::new(),
+            started: Instant::now(),
+            refusal: self.refusal.clone(),
+            allowed_by: None,
+        };
+        attempt.finish(
+            "network_denied",
+            None,
+            None,
+            None,
+            Some(format!(
+                "{unrecorded} more requests past the limit of {} were refused in this call",
+                self.gate.limits.requests_per_call
+            )),
+        );
     }
 
     /// The first request the host refused during the current call.
@@ -209,6 +246,12 @@ impl Egress {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+}
+
+impl Drop for Egress {
+    fn drop(&mut self) {
+        self.end_call();
     }
 }
 
@@ -375,17 +418,26 @@ impl WasiHttpHooks for Egress {
         };
 
         let gate = &self.gate;
-        // wasi:http lets a guest name any method; its length is the
-        // guest's choice, and it goes into the log and the trail.
-        if request.method().as_str().len() > MAX_METHOD_BYTES {
-            let detail = format!("a method longer than {MAX_METHOD_BYTES} bytes is never sent");
-            return denied(&attempt, detail, request.into_body());
-        }
         if self.requests > gate.limits.requests_per_call {
+            // Only the first request past the limit gets a record (and a
+            // log line) of its own: a guest looping on refused requests
+            // would otherwise write the trail as fast as it can loop. The
+            // rest are counted into one record when the call ends.
+            if self.requests > gate.limits.requests_per_call.saturating_add(1) {
+                send::drain(request.into_body());
+                self.unrecorded = self.unrecorded.saturating_add(1);
+                return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+            }
             let detail = format!(
                 "the plugin made more than {} requests in one call",
                 gate.limits.requests_per_call
             );
+            return denied(&attempt, detail, request.into_body());
+        }
+        // wasi:http lets a guest name any method; its length is the
+        // guest's choice, and it goes into the log and the trail.
+        if request.method().as_str().len() > MAX_METHOD_BYTES {
+            let detail = format!("a method longer than {MAX_METHOD_BYTES} bytes is never sent");
             return denied(&attempt, detail, request.into_body());
         }
         let Some(scheme) = scheme else {

@@ -606,6 +606,7 @@ impl PluginInstance {
         let result = tokio::time::timeout(timeout + WAIT_GRACE, running)
             .await
             .map_err(|_| SandboxError::Timeout(timeout))?;
+        self.store.data_mut().egress.end_call();
         self.finish(result)
     }
 

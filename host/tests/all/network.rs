@@ -550,6 +550,11 @@ async fn requests_per_call_and_the_request_timeout_are_enforced() {
     assert_eq!(server.requests().len(), before + 3, "the fourth never left");
     // The count is per call: the next call starts again.
     ok(client, "spy_http_send", json!({ "url": url })).await;
+    // A plugin looping past the limit: the first refused request has a
+    // record of its own, the other 46 one record together.
+    let looped = json!({ "url": url, "repeat": 50, "keep_going": true });
+    let looped = ok(client, "spy_http_send", looped).await;
+    assert_eq!(looped["refused"], json!(47), "{looped}");
 
     let slow = refused(
         client,
@@ -562,9 +567,12 @@ async fn requests_per_call_and_the_request_timeout_are_enforced() {
 
     let state = m.path.parent().unwrap().join(".toolhost");
     let records = wait_for(&state, "host_stopped");
-    let outcomes: Vec<&str> = records
+    let outbound: Vec<&Value> = records
         .iter()
         .filter(|r| r["event"] == "outbound_request")
+        .collect();
+    let outcomes: Vec<&str> = outbound
+        .iter()
         .map(|r| r["outcome"].as_str().unwrap())
         .collect();
     assert_eq!(
@@ -578,8 +586,18 @@ async fn requests_per_call_and_the_request_timeout_are_enforced() {
             "ok",
             "network_denied",
             "ok",
+            "ok",
+            "ok",
+            "ok",
+            "network_denied",
+            "network_denied",
             "timeout"
         ]
+    );
+    let counted = outbound[12]["detail"].as_str().unwrap();
+    assert!(
+        counted.contains("46 more requests past the limit of 3"),
+        "{counted}"
     );
 }
 
