@@ -95,12 +95,20 @@ impl Limiter {
         }
     }
 
-    /// Whether a refusal for being over the limit should be recorded now.
+    /// Whether a refusal for being over the limit should be recorded now:
+    /// once per window for the limit that refused it. An address over its
+    /// limit is recorded once whatever names it goes on trying, or each
+    /// made-up name would be a record (and an entry here) of its own.
     fn record_refusal(&self, name: &str, address: &str) -> bool {
+        let [by_name, by_address] = Limiter::keys(name, address);
+        let address_over = {
+            let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+            failures.get(&by_address).map_or(0, Vec::len) >= ADDRESS_FAILURES
+        };
+        let key = if address_over { by_address } else { by_name };
         let mut recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
         recorded.retain(|_, at| at.elapsed() < WINDOW);
-        let [by_name, _] = Limiter::keys(name, address);
-        recorded.insert(by_name, Instant::now()).is_none()
+        recorded.insert(key, Instant::now()).is_none()
     }
 }
 
@@ -438,4 +446,33 @@ pub async fn sign_out(
         operator: operator.name().to_string(),
     });
     with_cookie(&console, see_other("/signin"), "", 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_address_is_recorded_once_whatever_names_it_tries() {
+        let limiter = Limiter::default();
+        for n in 0..ADDRESS_FAILURES {
+            assert!(limiter.take(&format!("name-{n}"), "10.0.0.1"));
+        }
+        let refused: Vec<bool> = (0..50)
+            .map(|n| {
+                let name = format!("made-up-{n}");
+                assert!(!limiter.take(&name, "10.0.0.1"));
+                limiter.record_refusal(&name, "10.0.0.1")
+            })
+            .collect();
+        assert_eq!(refused.iter().filter(|r| **r).count(), 1);
+        assert!(refused[0]);
+        // One name over its own limit, from another address: once too.
+        for _ in 0..NAME_FAILURES {
+            assert!(limiter.take("carol", "10.0.0.2"));
+        }
+        assert!(!limiter.take("carol", "10.0.0.2"));
+        assert!(limiter.record_refusal("carol", "10.0.0.2"));
+        assert!(!limiter.record_refusal("carol", "10.0.0.2"));
+    }
 }
