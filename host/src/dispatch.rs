@@ -272,7 +272,8 @@ impl Toolhost {
             call: uuid::Uuid::new_v4().to_string(),
             session: session.id().to_string(),
             transport: session.transport().as_str().to_string(),
-            tool: name.to_string(),
+            // A name no plugin offers is the caller's, as long as it likes.
+            tool: record::bounded_text(name),
             risk: tool.map(|t| t.risk.as_str().to_string()),
             task: task.map(str::to_string),
             arguments: record::bounded(&arguments),

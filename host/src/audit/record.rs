@@ -128,18 +128,25 @@ pub fn bounded(value: &Value) -> Value {
     bounded_at(value, 0)
 }
 
+/// Caller-supplied text (a tool name nobody offers, an object's key) made
+/// small enough to record, with its length kept where it is cut.
+pub fn bounded_text(text: &str) -> String {
+    if text.len() <= MAX_STRING_BYTES {
+        return text.to_string();
+    }
+    let mut end = KEPT_STRING_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[cut: {} bytes]", &text[..end], text.len())
+}
+
 fn bounded_at(value: &Value, depth: usize) -> Value {
     if depth >= MAX_DEPTH && matches!(value, Value::Object(_) | Value::Array(_)) {
         return Value::String("…[cut: nested deeper than 16 levels]".into());
     }
     match value {
-        Value::String(s) if s.len() > MAX_STRING_BYTES => {
-            let mut end = KEPT_STRING_BYTES;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            Value::String(format!("{}…[cut: {} bytes]", &s[..end], s.len()))
-        }
+        Value::String(s) if s.len() > MAX_STRING_BYTES => Value::String(bounded_text(s)),
         Value::Array(items) => {
             let mut kept: Vec<Value> = items
                 .iter()
@@ -151,11 +158,21 @@ fn bounded_at(value: &Value, depth: usize) -> Value {
             }
             Value::Array(kept)
         }
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), bounded_at(v, depth + 1)))
-                .collect(),
-        ),
+        Value::Object(map) => {
+            // Keys are the caller's too: as many and as long as values.
+            let mut kept: Map<String, Value> = map
+                .iter()
+                .take(MAX_ITEMS)
+                .map(|(k, v)| (bounded_text(k), bounded_at(v, depth + 1)))
+                .collect();
+            if map.len() > MAX_ITEMS {
+                kept.insert(
+                    "…[cut]".into(),
+                    Value::String(format!("{} entries", map.len())),
+                );
+            }
+            Value::Object(kept)
+        }
         other => other.clone(),
     }
 }
@@ -184,6 +201,22 @@ mod tests {
         }));
         let again: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(canonical(&again), text);
+    }
+
+    #[test]
+    fn objects_are_cut_like_arrays_and_their_keys_like_strings() {
+        let many: Map<String, Value> = (0..1000).map(|n| (format!("k{n:04}"), json!(n))).collect();
+        let long_key = "k".repeat(10_000);
+        let value = json!({ "many": many, "long": { long_key: 1 } });
+        let cut = bounded(&value);
+        let many = cut["many"].as_object().unwrap();
+        assert_eq!(many.len(), MAX_ITEMS + 1);
+        assert_eq!(many["…[cut]"], json!("1000 entries"));
+        let key = cut["long"].as_object().unwrap().keys().next().unwrap();
+        assert!(
+            key.ends_with("…[cut: 10000 bytes]") && key.len() < 400,
+            "{key}"
+        );
     }
 
     #[test]
