@@ -102,32 +102,44 @@ fn url_request(approval: &Approval, page: &str) -> ElicitRequestParams {
     }
 }
 
-/// Calls waiting for a console decision at once, in this process. Each
-/// looks at the store four times a second; past this many, a call answers
-/// `approval_required` at once instead of waiting.
+/// Calls waiting for a person at once, in this process: for a client's
+/// answer to an elicitation, or for a decision on the console (each of
+/// those looks at the store four times a second). Each wait holds its
+/// call's handler, request and stream for up to ten minutes; past this
+/// many, a call answers `approval_required` at once instead of waiting.
 const MAX_WAITING: usize = 256;
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
+/// One of the [`MAX_WAITING`] places, given back when dropped.
+struct Waiting;
+
+impl Waiting {
+    fn take(approval: &Approval) -> Option<Waiting> {
+        if WAITING.fetch_add(1, Ordering::AcqRel) >= MAX_WAITING {
+            WAITING.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!(approval = %approval.id, "too many calls wait for a person; this one answers approval_required");
+            return None;
+        }
+        Some(Waiting)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Waits until someone decides `approval`, or it expires, or ten minutes
 /// pass, or the client gives up on the request (`cancelled`). Returns
-/// whether it was decided (approved or denied).
+/// whether it was decided (approved or denied). The caller holds a place
+/// among the waiting calls.
 async fn decided(
     store: &dyn Store,
     approval: &Approval,
     cancelled: &CancellationToken,
+    _place: &Waiting,
 ) -> Result<bool, StoreError> {
-    struct Waiting;
-    impl Drop for Waiting {
-        fn drop(&mut self) {
-            WAITING.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-    if WAITING.fetch_add(1, Ordering::AcqRel) >= MAX_WAITING {
-        WAITING.fetch_sub(1, Ordering::AcqRel);
-        tracing::warn!(approval = %approval.id, "too many calls wait for a decision; this one answers approval_required");
-        return Ok(false);
-    }
-    let _waiting = Waiting;
     let left = u64::try_from(approval.expires_at - now()).unwrap_or(0);
     let deadline = tokio::time::Instant::now() + ELICITATION_TIMEOUT.min(Duration::from_secs(left));
     loop {
@@ -158,10 +170,15 @@ pub async fn elicit_url(
     page: &str,
     context: &RequestContext<RoleServer>,
 ) -> Result<bool, StoreError> {
-    let answer = context
+    let Some(place) = Waiting::take(approval) else {
+        return Ok(false);
+    };
+    let asking = context
         .peer
-        .create_elicitation_with_timeout(url_request(approval, page), Some(ELICITATION_TIMEOUT))
-        .await;
+        .create_elicitation_with_timeout(url_request(approval, page), Some(ELICITATION_TIMEOUT));
+    let Some(answer) = context.ct.run_until_cancelled(asking).await else {
+        return Ok(false);
+    };
     match answer {
         Ok(result) if result.action == ElicitationAction::Accept => {}
         Ok(_) => {
@@ -173,7 +190,7 @@ pub async fn elicit_url(
             return Ok(false);
         }
     }
-    let done = decided(store, approval, &context.ct).await?;
+    let done = decided(store, approval, &context.ct, &place).await?;
     if done {
         let complete = CustomNotification::new(
             "notifications/elicitation/complete",
@@ -218,7 +235,12 @@ pub async fn wait_after_retry(
     if !opened {
         return Ok(Some(false));
     }
-    decided(store, approval, &context.ct).await.map(Some)
+    let Some(place) = Waiting::take(approval) else {
+        return Ok(Some(false));
+    };
+    decided(store, approval, &context.ct, &place)
+        .await
+        .map(Some)
 }
 
 fn form(approval: &Approval) -> Result<ElicitRequestParams, ErrorData> {
@@ -316,10 +338,15 @@ pub async fn elicit(
             return Ok(false);
         }
     };
-    let answer = context
+    let Some(_place) = Waiting::take(approval) else {
+        return Ok(false);
+    };
+    let asking = context
         .peer
-        .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
-        .await;
+        .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT));
+    let Some(answer) = context.ct.run_until_cancelled(asking).await else {
+        return Ok(false);
+    };
     let decision = match answer {
         Ok(result) => decision(&result),
         Err(e) => {
