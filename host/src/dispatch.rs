@@ -105,24 +105,26 @@ impl Toolhost {
         let _ = self.task_session_idle.set(idle);
     }
 
-    /// The shared session of `task`'s stateless requests.
+    /// The shared session of `task`'s stateless requests, for one request:
+    /// the lease marks the session used again when the request ends.
     ///
-    /// One that had no request for the idle time is dropped with its
-    /// instances, like an idle HTTP session, and its task starts afresh;
-    /// so are those of every other task that nobody used for as long,
-    /// whenever a task's session is made. A task that expired or was
-    /// revoked is not used again, and nothing else would free them.
-    pub fn task_session(&self, task: &str) -> Arc<Session> {
+    /// One whose last request ended the idle time ago is dropped with its
+    /// instances, like an idle HTTP session, and its task starts afresh; so
+    /// are those of every other task that nobody used for as long, whenever
+    /// a task's session is made. A task that expired or was revoked is not
+    /// used again, and nothing else would free them.
+    pub fn task_session<'a>(&'a self, task: &'a str) -> TaskSessionLease<'a> {
         let now = Instant::now();
         let idle = *self.task_session_idle.get().unwrap_or(&TASK_SESSION_IDLE);
-        // A session a call still holds is in use, however old its last
-        // request.
+        // A session a request still holds is in use, however long ago that
+        // request began.
         let live = |kept: &TaskSession| {
             now.duration_since(kept.used) < idle || Arc::strong_count(&kept.session) > 1
         };
         let mut sessions = self.task_sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut gone = Vec::new();
         if !sessions.get(task).is_some_and(live) {
-            sessions.retain(|_, kept| live(kept));
+            gone.extend(sessions.extract_if(|_, kept| !live(kept)));
         }
         let kept = sessions
             .entry(task.to_string())
@@ -131,7 +133,16 @@ impl Toolhost {
                 used: now,
             });
         kept.used = now;
-        kept.session.clone()
+        let session = kept.session.clone();
+        drop(sessions);
+        // Their instances are dropped here, not under the lock every
+        // stateless request of a task takes.
+        drop(gone);
+        TaskSessionLease {
+            host: self,
+            task,
+            session,
+        }
     }
 }
 
@@ -143,6 +154,37 @@ pub const TASK_SESSION_IDLE: Duration = Duration::from_secs(5 * 60);
 struct TaskSession {
     session: Arc<Session>,
     used: Instant,
+}
+
+/// A task's stateless session, held by one request.
+pub struct TaskSessionLease<'a> {
+    host: &'a Toolhost,
+    task: &'a str,
+    session: Arc<Session>,
+}
+
+impl TaskSessionLease<'_> {
+    pub fn session(&self) -> Arc<Session> {
+        self.session.clone()
+    }
+}
+
+impl Drop for TaskSessionLease<'_> {
+    /// The idle time counts from the end of the last request, as for an
+    /// HTTP session: a call that waited long for an approval leaves a
+    /// session as fresh as a quick one.
+    fn drop(&mut self) {
+        let mut sessions = self
+            .host
+            .task_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(kept) = sessions.get_mut(self.task)
+            && Arc::ptr_eq(&kept.session, &self.session)
+        {
+            kept.used = Instant::now();
+        }
+    }
 }
 
 /// Counts a call as running until dropped, however the call ends.

@@ -174,13 +174,17 @@ impl ServerHandler for McpSession {
         if !stateless {
             self.record_opened(&context.peer, &context.extensions);
         }
-        let session = match &task {
-            Some(task) if stateless => self.host.task_session(task),
+        let lease = match &task {
+            Some(task) if stateless => Some(self.host.task_session(task)),
+            _ => None,
+        };
+        let session = match &lease {
+            Some(lease) => lease.session(),
             // Its own session (fresh instances), but marked stateless: its
             // calls share a plugin's places with the other anonymous
             // stateless requests, not with nobody.
             None if stateless => Arc::new(Session::new(Transport::HttpStateless)),
-            _ => self.session.clone(),
+            None => self.session.clone(),
         };
         let call = || {
             self.host.call(
