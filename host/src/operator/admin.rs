@@ -182,6 +182,18 @@ impl AdminServer {
     }
 }
 
+/// Whether reading a body failed because it was longer than allowed.
+fn over_limit(e: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = cause {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
 /// Reads a request's whole body first, within `limit`: a client trickling
 /// one would otherwise hold its connection (and its place) for as long as
 /// it likes.
@@ -192,10 +204,15 @@ async fn body_within(State(limit): State<Duration>, request: Request, next: Next
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
         }
-        Ok(Err(_)) => error(
+        Ok(Err(e)) if over_limit(&e) => error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "too_large",
-            &format!("the request body exceeds {MAX_BODY} bytes, or broke off"),
+            &format!("the request body exceeds {MAX_BODY} bytes"),
+        ),
+        Ok(Err(e)) => error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            &format!("the request body could not be read: {e}"),
         ),
         Err(_) => error(
             StatusCode::REQUEST_TIMEOUT,

@@ -177,6 +177,12 @@ async fn the_admin_listener_cuts_off_slow_clients() {
     .await;
     assert!(slow_body.starts_with("HTTP/1.1 408"), "{slow_body:?}");
     assert!(slow_body.contains("request_timeout"), "{slow_body:?}");
+    // A body over 64 KiB is refused as such.
+    let big = json!({ "purpose": "x".repeat(100_000) });
+    let post = reqwest::Method::POST;
+    let (status, body) = admin(&host, post, "/tasks", Some(ADMIN_TOKEN), Some(big)).await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["error"]["code"], "too_large", "{body}");
     // Others are answered all along.
     let (status, _) = admin(
         &host,

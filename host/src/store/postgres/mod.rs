@@ -60,6 +60,10 @@ const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(60);
 /// working database takes at worst: a free connection (2 s) or a new one
 /// (3 s), then a lock (5 s).
 const ANSWER_WITHIN: Duration = Duration::from_secs(15);
+/// The same bound for what may take long on a working database: listings
+/// of tables that only grow (tasks, approvals, accounts, every checkpoint
+/// for `audit verify --against-db`) and bringing the schema up to date.
+const LISTING_WITHIN: Duration = Duration::from_secs(300);
 
 /// Connection settings beyond the URL.
 #[derive(Debug, Clone, Copy)]
@@ -200,9 +204,9 @@ impl PostgresStore {
             checking_schema: tokio::sync::Mutex::new(()),
             upgrade_schema: settings.upgrade_schema,
         };
-        // Bounded like any operation: a server that hangs must not hang a
-        // start (a serving host then starts without it, as below).
-        match store.answered(store.ensure_schema()).await {
+        // Bounded, with a migration's longer bound: a server that hangs must
+        // not hang a start (a serving host then starts without it, below).
+        match store.listed(store.ensure_schema()).await {
             Ok(()) => {}
             Err(StoreError::Unavailable(why)) if settings.start_unreachable => {
                 tracing::warn!(
@@ -228,13 +232,17 @@ impl PostgresStore {
     }
 
     /// Runs one operation, for at most [`ANSWER_WITHIN`]. One that takes
-    /// longer is dropped, as if its connection had been cut at that moment:
-    /// what it had sent is still carried out in order once the server runs
-    /// again (a transaction without its `COMMIT` is rolled back, as the
-    /// driver queues a `ROLLBACK` when one is dropped), and its caller
-    /// learns that the database is unavailable, which is retryable. A call
-    /// is charged before its plugin runs, so a charge may stand without a
-    /// result, never a result without a charge.
+    /// longer is dropped, as if its connection had been cut at that moment,
+    /// and its caller learns that the database is unavailable, which is
+    /// retryable. As with a cut connection, the caller cannot tell whether
+    /// what it had sent took effect: the server carries out what it
+    /// received once it runs again, in order (a transaction without its
+    /// `COMMIT` is rolled back, as the driver queues a `ROLLBACK` when one
+    /// is dropped; one whose `COMMIT` was sent may have committed). So a
+    /// call retried after that may be charged twice, and a decision or a
+    /// revocation retried may find itself already made. A call is charged
+    /// before its plugin runs, so a charge may stand without a result,
+    /// never a result without a charge.
     ///
     /// The connections then idle in the pool are closed: the one the
     /// operation held still waits for its answer, and the others would
@@ -243,7 +251,23 @@ impl PostgresStore {
         &self,
         operation: impl Future<Output = Result<T, E>>,
     ) -> Result<T, E> {
-        match tokio::time::timeout(ANSWER_WITHIN, operation).await {
+        self.within(ANSWER_WITHIN, operation).await
+    }
+
+    /// [`Self::answered`] for a listing or a migration: [`LISTING_WITHIN`].
+    async fn listed<T, E: From<StoreError>>(
+        &self,
+        operation: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        self.within(LISTING_WITHIN, operation).await
+    }
+
+    async fn within<T, E: From<StoreError>>(
+        &self,
+        limit: Duration,
+        operation: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        match tokio::time::timeout(limit, operation).await {
             Ok(outcome) => {
                 if outcome.is_ok() {
                     self.set_reachable(Ok(()));
@@ -254,7 +278,7 @@ impl PostgresStore {
                 let closed = self.pool.retain(|_, _| false).removed.len();
                 Err(E::from(self.unreachable(format!(
                     "no answer within {} s; {closed} idle connections closed",
-                    ANSWER_WITHIN.as_secs()
+                    limit.as_secs()
                 ))))
             }
         }
@@ -470,7 +494,7 @@ impl PostgresStore {
 
     /// Every checkpoint the database holds, by replica and seq.
     pub async fn checkpoints(&self) -> Result<Vec<CheckpointRow>, StoreError> {
-        self.answered(async {
+        self.listed(async {
             let client = self.client().await?;
             let rows = client
                 .query(

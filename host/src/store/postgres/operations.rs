@@ -111,7 +111,7 @@ impl Store for PostgresStore {
     }
 
     async fn tasks(&self) -> Result<Vec<Task>, StoreError> {
-        self.answered(async {
+        self.listed(async {
             let client = self.client().await?;
             let rows = client
                 .query(
@@ -491,7 +491,7 @@ impl Store for PostgresStore {
     }
 
     async fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError> {
-        self.answered(async {
+        self.listed(async {
             let filter = if pending_only {
                 "WHERE state = 'pending' AND expires_at > $1"
             } else {
@@ -721,7 +721,7 @@ impl Store for PostgresStore {
     }
 
     async fn accounts(&self) -> Result<Vec<Account>, StoreError> {
-        self.answered(async {
+        self.listed(async {
             let client = self.client().await?;
             let rows = client
                 .query(
