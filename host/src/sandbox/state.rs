@@ -42,7 +42,8 @@ const TABLES: usize = 64;
 /// is a million. Past it the import fails and the call ends as a trap.
 const MAX_HANDLES: usize = 4_096;
 /// Bytes of one set of HTTP headers a plugin builds (wasmtime-wasi-http's
-/// default is 128 KiB): with [`MAX_HANDLES`], at most 128 MiB of headers.
+/// default is 128 KiB). A response's headers, and copies made of them, are
+/// not held to it; the gate bounds what it lets in.
 const MAX_HEADER_BYTES: usize = 32 << 10;
 
 /// What every instance of one plugin shares: its name, manifest config and
