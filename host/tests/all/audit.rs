@@ -566,17 +566,50 @@ fn a_half_written_record_is_reported_then_saved_and_recorded_on_start() {
     assert!(!stdout(&out).contains("half-written"));
 }
 
-#[tokio::test]
-async fn writes_are_refused_while_the_trail_cannot_be_written() {
+/// A note as `notes_note_save` takes it.
+fn note(slug: &str) -> Value {
+    json!({ "slug": slug, "title": "t", "body": "b", "tags": [] })
+}
+
+/// A host serving the notes plugin over HTTP, and a client of a task that
+/// may save notes, which has saved one ("before").
+async fn saving() -> (
+    TestManifest,
+    OpenedTask,
+    HttpHost,
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+) {
     let m = manifest(vec![PluginEntry::notes()]);
     let task = open_task(&m, &["notes_note_save"], &[]);
     let host = http(&m, &[]);
     let client = connect_with(&host.url, Some(&task.token), ())
         .await
         .unwrap();
-    let save = |slug: &str| json!({ "slug": slug, "title": "t", "body": "b", "tags": [] });
-    let first = call_as(&client, "notes_note_save", save("before")).await;
+    let first = call_as(&client, "notes_note_save", note("before")).await;
     assert_eq!(first.is_error, Some(false));
+    (m, task, host, client)
+}
+
+/// Makes the write call `save` until it succeeds, for at most `within`.
+async fn writes_come_back<H: rmcp::ClientHandler>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, H>,
+    save: Value,
+    within: Duration,
+) {
+    let deadline = Instant::now() + within;
+    loop {
+        let again = call_as(client, "notes_note_save", save.clone()).await;
+        if again.is_error == Some(false) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "writes never came back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn writes_are_refused_while_the_trail_cannot_be_written() {
+    let (m, task, host, client) = saving().await;
     // The HTTP session is on record with its client and task.
     let opened = records(&state_dir(&m))
         .into_iter()
@@ -591,7 +624,7 @@ async fn writes_are_refused_while_the_trail_cannot_be_written() {
     let aside = state_dir(&m).join("audit.aside");
     std::fs::rename(&audit, &aside).unwrap();
     std::fs::write(&audit, "not a folder").unwrap();
-    let refused = call_as(&client, "notes_note_save", save("during")).await;
+    let refused = call_as(&client, "notes_note_save", note("during")).await;
     let body = content(&refused);
     assert_eq!(body["code"], "audit_unavailable", "{body}");
     assert_eq!(body["retryable"], true);
@@ -611,15 +644,7 @@ async fn writes_are_refused_while_the_trail_cannot_be_written() {
     // Back in place: writes work again, and the records held meanwhile are in.
     std::fs::remove_file(&audit).unwrap();
     std::fs::rename(&aside, &audit).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let again = call_as(&client, "notes_note_save", save("after")).await;
-        if again.is_error == Some(false) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "writes never came back");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    writes_come_back(&client, note("after"), Duration::from_secs(10)).await;
     let rows: Vec<String> = records(&state_dir(&m)).iter().map(row).collect();
     assert!(
         rows.contains(&"tool_call notes_note_save audit_unavailable".to_string()),
@@ -638,15 +663,7 @@ async fn writes_are_refused_while_the_trail_cannot_be_written() {
 /// ends.
 #[tokio::test]
 async fn a_trail_lock_held_elsewhere_refuses_writes_instead_of_holding_them() {
-    let m = manifest(vec![PluginEntry::notes()]);
-    let task = open_task(&m, &["notes_note_save"], &[]);
-    let mut host = http(&m, &[]);
-    let client = connect_with(&host.url, Some(&task.token), ())
-        .await
-        .unwrap();
-    let save = |slug: &str| json!({ "slug": slug, "title": "t", "body": "b", "tags": [] });
-    let first = call_as(&client, "notes_note_save", save("before")).await;
-    assert_eq!(first.is_error, Some(false));
+    let (m, _, mut host, client) = saving().await;
 
     let hold = || {
         let lock = std::fs::File::options()
@@ -659,7 +676,7 @@ async fn a_trail_lock_held_elsewhere_refuses_writes_instead_of_holding_them() {
     let held = hold();
     let refused = tokio::time::timeout(
         Duration::from_secs(60),
-        call_as(&client, "notes_note_save", save("during")),
+        call_as(&client, "notes_note_save", note("during")),
     )
     .await
     .expect("a write call ends while the lock is held elsewhere");
@@ -670,15 +687,7 @@ async fn a_trail_lock_held_elsewhere_refuses_writes_instead_of_holding_them() {
     assert_eq!(read.is_error, Some(false));
 
     drop(held);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let again = call_as(&client, "notes_note_save", save("after")).await;
-        if again.is_error == Some(false) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "writes never came back");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    writes_come_back(&client, note("after"), Duration::from_secs(30)).await;
 
     // A stop while the lock is held elsewhere ends too, though it cannot
     // record `host_stopped`.
@@ -860,7 +869,7 @@ async fn a_stalled_trail_holds_up_write_calls_but_not_reads() {
     // A write call waits for its start record to be on disk...
     let during = tokio::spawn({
         let agent = agent.clone();
-        async move { call_as(&*agent, "notes_note_save", save("during")).await }
+        async move { call_as(&*agent, "notes_note_save", note("during")).await }
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
