@@ -217,18 +217,7 @@ impl Egress {
             return;
         }
         let unrecorded = std::mem::take(&mut self.unrecorded);
-        let attempt = Attempt {
-            gate: self.gate.clone(),
-            tool: self.tool.clone(),
-            call: self.call.clone(),
-            method: String::new(),
-            url: String::new(),
-            credentials: Vec::new(),
-            started: Instant::now(),
-            refusal: self.refusal.clone(),
-            allowed_by: None,
-        };
-        attempt.finish(
+        self.attempt(String::new(), String::new(), None).finish(
             "network_denied",
             None,
             None,
@@ -238,6 +227,21 @@ impl Egress {
                 self.gate.limits.requests_per_call
             )),
         );
+    }
+
+    /// A request of the current call, as it will be recorded.
+    fn attempt(&self, method: String, url: String, allowed_by: Option<String>) -> Attempt {
+        Attempt {
+            gate: self.gate.clone(),
+            tool: self.tool.clone(),
+            call: self.call.clone(),
+            method,
+            url,
+            credentials: Vec::new(),
+            started: Instant::now(),
+            refusal: self.refusal.clone(),
+            allowed_by,
+        }
     }
 
     /// The first request the host refused during the current call.
@@ -395,17 +399,11 @@ impl WasiHttpHooks for Egress {
                 .find(|a| a.destination.matches(scheme, &host, port))
         });
         // The query is left out of the record: it may carry personal data.
-        let mut attempt = Attempt {
-            gate: self.gate.clone(),
-            tool: self.tool.clone(),
-            call: self.call.clone(),
-            method: shown_method(request.method()),
-            url: format!("{origin}{}", uri.path()),
-            credentials: Vec::new(),
-            started: Instant::now(),
-            refusal: self.refusal.clone(),
-            allowed_by: listed.map(|entry| entry.destination.host.to_string()),
-        };
+        let mut attempt = self.attempt(
+            shown_method(request.method()),
+            format!("{origin}{}", uri.path()),
+            listed.map(|entry| entry.destination.host.to_string()),
+        );
         let denied = |attempt: &Attempt, detail: String, body: WasiBody| -> Sending {
             send::drain(body);
             let error = attempt.refuse(
