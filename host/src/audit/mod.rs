@@ -2,11 +2,12 @@
 //!
 //! `record` builds and bounds one line, `trail` keeps the chained segments
 //! and signed checkpoints on disk, `verify` and `export` read them back for
-//! operators, `store` records what operators change. This module is the
+//! operators (`browse` from the newest end, for the console), `store` records what operators change. This module is the
 //! handle the rest of the host uses: a writer thread that batches records,
 //! so concurrent read calls share one write (and one fsync when a write
 //! call needs it).
 
+pub mod browse;
 mod event;
 pub mod export;
 mod files;
@@ -68,6 +69,16 @@ pub enum AuditError {
     Vanished { path: PathBuf },
     #[error("the audit writer has stopped")]
     Stopped,
+}
+
+impl AuditError {
+    /// Turns an I/O error on `path` into one of these, for `map_err`.
+    fn io_at(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> AuditError + '_ {
+        move |source| AuditError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 /// Where the writer sends the outcome of a durable record.

@@ -165,6 +165,10 @@ impl Store for AuditedStore {
         self.inner.approvals(pending_only).await
     }
 
+    async fn settled_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError> {
+        self.inner.settled_approvals(count).await
+    }
+
     async fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
         self.inner.state_get(plugin, key).await
     }

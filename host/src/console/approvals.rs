@@ -18,6 +18,8 @@ use crate::text;
 /// A value longer than this (as shown) is folded behind its first part.
 const FOLD_CHARS: usize = 240;
 const MAX_NOTE_CHARS: usize = 1_000;
+/// Approvals listed as recently decided.
+const RECENT: u32 = 20;
 
 #[derive(Deserialize, Default)]
 pub struct ListQuery {
@@ -32,14 +34,6 @@ pub async fn queue(
 ) -> Response {
     let pending = match console.host.store.approvals(true).await {
         Ok(list) => list,
-        Err(e) => return store_failed(e),
-    };
-    let recent = match console.host.store.approvals(false).await {
-        Ok(list) => list
-            .into_iter()
-            .filter(|a| a.state != ApprovalState::Pending)
-            .take(20)
-            .collect::<Vec<_>>(),
         Err(e) => return store_failed(e),
     };
     let mut tasks = HashMap::new();
@@ -68,6 +62,10 @@ pub async fn queue(
     if query.fragment.is_some() {
         return layout::fragment(list);
     }
+    let recent = match console.host.store.settled_approvals(RECENT).await {
+        Ok(list) => list,
+        Err(e) => return store_failed(e),
+    };
     let body = html! {
         h1 { "Approvals" }
         p.lede {

@@ -1,11 +1,15 @@
 //! The audit trail of this replica: the latest records through filters,
 //! one record in full, downloads, and whether the trail verifies.
 
+use std::io::Write;
 use std::path::PathBuf;
+
+use axum::body::{Body, Bytes};
 
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
@@ -13,6 +17,7 @@ use serde_json::Value;
 use super::Shared;
 use super::auth::Operator;
 use super::layout::{self, Section};
+use crate::audit::browse::{self, Newest};
 use crate::audit::export::{self, Filter, Format};
 use crate::audit::{key, verify};
 use crate::text;
@@ -78,27 +83,14 @@ impl AuditQuery {
     }
 }
 
-/// The trail's records passing `filter`, exported as `format` (off the
-/// async workers: it reads files).
-async fn exported(state_dir: PathBuf, filter: Filter, format: Format) -> Result<Vec<u8>, String> {
+/// The newest records passing `filter` (off the async workers: it reads
+/// files).
+async fn newest(state_dir: PathBuf, filter: Filter) -> Result<Newest, String> {
     tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        export::export(&[state_dir], &filter, format, &mut out)
-            .map(|_| out)
-            .map_err(|e| e.to_string())
+        browse::newest(&state_dir, &filter, SHOWN).map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| e.to_string())?
-}
-
-/// The trail's records passing `filter`, parsed.
-async fn records(state_dir: PathBuf, filter: Filter) -> Result<Vec<Value>, String> {
-    let out = exported(state_dir, filter, Format::Jsonl).await?;
-    Ok(out
-        .split(|b| *b == b'\n')
-        .filter(|line| !line.is_empty())
-        .filter_map(|line| serde_json::from_slice(line).ok())
-        .collect())
 }
 
 fn field<'a>(record: &'a Value, name: &str) -> &'a str {
@@ -117,7 +109,7 @@ fn rows(records: &[Value]) -> Markup {
                         th scope="col" { "Task" } th scope="col" { "Tool" } th scope="col" { "Outcome" } th scope="col" { "By" }
                     } }
                     tbody {
-                        @for record in records.iter().rev().take(SHOWN) {
+                        @for record in records {
                             @let seq = record.get("seq").and_then(Value::as_u64).unwrap_or(0);
                             tr {
                                 td { a href={"/audit/records/" (seq)} { (seq) } }
@@ -145,7 +137,7 @@ pub async fn page(
         Ok(filter) => filter,
         Err(problem) => return layout::message(StatusCode::BAD_REQUEST, "Bad filter", &problem),
     };
-    let found = match records(console.state_dir(), filter).await {
+    let found = match newest(console.state_dir(), filter).await {
         Ok(found) => found,
         Err(e) => {
             return layout::message(
@@ -156,7 +148,7 @@ pub async fn page(
         }
     };
     if query.fragment.is_some() {
-        return layout::fragment(rows(&found));
+        return layout::fragment(rows(&found.records));
     }
     let status = verify_status(console.state_dir()).await;
     let q = query.query();
@@ -167,7 +159,14 @@ pub async fn page(
     };
     let body = html! {
         h1 { "Audit trail" }
-        p.lede { "The tamper-evident record of this replica (" (console.manifest.replica) "), newest first; " (found.len()) " records match." }
+        p.lede {
+            "The tamper-evident record of this replica (" (console.manifest.replica) "), newest first; "
+            @if found.more {
+                "the newest " (found.records.len()) " records that match are shown, and older ones match too (the downloads hold them all)."
+            } @else {
+                (found.records.len()) " records match."
+            }
+        }
         section.verify aria-labelledby="verify-h" { h2 #verify-h { "Verification" } (status) }
         form.filters method="get" action="/audit" {
             @for (name, label, value) in [("task", "Task", &query.task), ("tool", "Tool", &query.tool), ("outcome", "Outcome", &query.outcome), ("since", "Since (2h, 2026-11-30, RFC 3339)", &query.since), ("until", "Until", &query.until)] {
@@ -194,7 +193,7 @@ pub async fn page(
             input #live-tail type="checkbox" data-tail=(live);
             label for="live-tail" { "Follow new records" }
         }
-        div #records aria-live="polite" { (rows(&found)) }
+        div #records aria-live="polite" { (rows(&found.records)) }
     };
     layout::page("Audit", &operator, Section::Audit, body).into_response()
 }
@@ -231,8 +230,22 @@ async fn verify_status(state_dir: PathBuf) -> Markup {
 }
 
 pub async fn record(State(console): Shared, operator: Operator, Path(seq): Path<u64>) -> Response {
-    let found = match records(console.state_dir(), Filter::default()).await {
-        Ok(found) => found,
+    let state_dir = console.state_dir();
+    let found = tokio::task::spawn_blocking(move || {
+        browse::find(&state_dir, seq).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|found| found);
+    let record = match found {
+        Ok(Some(record)) => record,
+        Ok(None) => {
+            return layout::message(
+                StatusCode::NOT_FOUND,
+                "No such record",
+                "The trail has no record with this seq.",
+            );
+        }
         Err(e) => {
             return layout::message(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -241,20 +254,10 @@ pub async fn record(State(console): Shared, operator: Operator, Path(seq): Path<
             );
         }
     };
-    let Some(record) = found
-        .iter()
-        .find(|r| r.get("seq").and_then(Value::as_u64) == Some(seq))
-    else {
-        return layout::message(
-            StatusCode::NOT_FOUND,
-            "No such record",
-            "The trail has no record with this seq.",
-        );
-    };
     let body = html! {
         p.crumbs { a href="/audit" { "Audit" } " / seq " (seq) }
-        h1 { "Record " (seq) ": " (field(record, "event")) }
-        pre.json { (text::json(record, true)) }
+        h1 { "Record " (seq) ": " (field(&record, "event")) }
+        pre.json { (text::json(&record, true)) }
     };
     layout::page(&format!("Record {seq}"), &operator, Section::Audit, body).into_response()
 }
@@ -272,26 +275,95 @@ pub async fn download(
         Some("csv") => (Format::Csv, "text/csv; charset=utf-8", "csv"),
         _ => (Format::Jsonl, "application/x-ndjson", "jsonl"),
     };
-    let written = exported(console.state_dir(), filter, format).await;
-    match written {
-        Ok(bytes) => (
-            [
-                (header::CONTENT_TYPE, kind.to_string()),
-                (
-                    header::CONTENT_DISPOSITION,
-                    format!(
-                        "attachment; filename=\"audit-{}.{extension}\"",
-                        console.manifest.replica
-                    ),
+    // The export streams: a blocking thread reads the trail and hands
+    // chunks over as the client takes them, so a download of the whole
+    // trail holds a few chunks in memory, not the trail.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(DOWNLOAD_CHUNKS_AHEAD);
+    let state_dir = console.state_dir();
+    tokio::task::spawn_blocking(move || {
+        let mut chunks = Chunks {
+            tx,
+            buf: Vec::with_capacity(DOWNLOAD_CHUNK),
+        };
+        if let Err(e) = export::export(&[state_dir], &filter, format, &mut chunks)
+            && !chunks.tx.is_closed()
+        {
+            tracing::warn!("audit download cut short: {e}");
+            let _ = chunks
+                .tx
+                .blocking_send(Err(std::io::Error::other(e.to_string())));
+        }
+    });
+    // An error before the first chunk (the trail cannot be read at all)
+    // can still be answered as one; later ones can only cut the body off.
+    let first = match rx.recv().await {
+        Some(Err(e)) => {
+            return layout::message(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Cannot read the trail",
+                &e.to_string(),
+            );
+        }
+        first => first,
+    };
+    let rest = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    });
+    (
+        [
+            (header::CONTENT_TYPE, kind.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!(
+                    "attachment; filename=\"audit-{}.{extension}\"",
+                    console.manifest.replica
                 ),
-            ],
-            bytes,
-        )
-            .into_response(),
-        Err(e) => layout::message(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Cannot read the trail",
-            &e,
-        ),
+            ),
+        ],
+        Body::from_stream(futures::stream::iter(first).chain(rest)),
+    )
+        .into_response()
+}
+
+/// Bytes of a download handed to the response at a time.
+const DOWNLOAD_CHUNK: usize = 64 << 10;
+/// Chunks read ahead of a client that takes them slowly.
+const DOWNLOAD_CHUNKS_AHEAD: usize = 4;
+
+/// The writing end of a streamed download: it gathers an export's output
+/// into chunks and sends each to the response, waiting while the client
+/// is behind.
+struct Chunks {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+    buf: Vec<u8>,
+}
+
+impl Chunks {
+    fn send(&mut self) -> std::io::Result<()> {
+        let chunk = Bytes::from(std::mem::replace(
+            &mut self.buf,
+            Vec::with_capacity(DOWNLOAD_CHUNK),
+        ));
+        // The client went away: stop reading the trail for it.
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the download was abandoned")
+        })
+    }
+}
+
+impl Write for Chunks {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= DOWNLOAD_CHUNK {
+            self.send()?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.send()
     }
 }

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use toolhost::store::postgres::{PoolSettings, PostgresStore};
 use toolhost::store::{
-    Account, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Decision, MAX_PENDING_PER_TASK,
-    NewTask, Role, SignInLimits, SqliteStore, StateError, Store, StoreError, TaskState,
+    Account, Approval, ApprovalRequest, ApprovalState, Charge, ChargeRefusal, Decision,
+    MAX_PENDING_PER_TASK, NewTask, Role, SignInLimits, SqliteStore, StateError, Store, StoreError,
+    TaskState,
 };
 
 use crate::postgres::Postgres;
@@ -479,6 +480,21 @@ async fn approvals_are_asked_once_used_once_and_end_with_their_task(store: &dyn 
         .unwrap();
     assert_ne!(third.id, second.id);
 
+    // Settled: the used yes and the no, not the question still waiting;
+    // no more than asked for.
+    let settled = |list: Vec<Approval>| -> Vec<String> {
+        list.into_iter()
+            .filter(|a| a.task_id == task.id)
+            .map(|a| a.id)
+            .collect()
+    };
+    let mut found = settled(store.settled_approvals(10).await.unwrap());
+    found.sort();
+    let mut expected = vec![asked.id.clone(), second.id.clone()];
+    expected.sort();
+    assert_eq!(found, expected);
+    assert_eq!(store.settled_approvals(1).await.unwrap().len(), 1);
+
     // At most MAX_PENDING_PER_TASK questions wait at once.
     for n in 0..MAX_PENDING_PER_TASK - 1 {
         store
@@ -506,6 +522,10 @@ async fn approvals_are_asked_once_used_once_and_end_with_their_task(store: &dyn 
         store.approval(&third.id).await.unwrap().unwrap().state,
         ApprovalState::Expired
     );
+    // Ended questions count as settled.
+    let found = settled(store.settled_approvals(1_000).await.unwrap());
+    assert_eq!(found.len(), 2 + MAX_PENDING_PER_TASK);
+    assert!(found.contains(&third.id));
 }
 
 /// Also: a token names its task for the task's whole life, through

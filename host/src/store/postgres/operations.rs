@@ -512,6 +512,25 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn settled_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError> {
+        self.answered(async {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    &format!(
+                        "SELECT {APPROVAL_COLUMNS} FROM approval \
+                         WHERE NOT (state = 'pending' AND expires_at > $1) \
+                         ORDER BY requested_at DESC, id LIMIT $2"
+                    ),
+                    &[&now(), &i64::from(count)],
+                )
+                .await
+                .map_err(|e| self.failed(e))?;
+            Ok(rows.iter().map(approval_from_row).collect())
+        })
+        .await
+    }
+
     async fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
         self.answered(async {
             if !valid_state_key(key) {

@@ -532,6 +532,23 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn settled_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError> {
+        self.conn
+            .run(move |conn| -> Result<_, StoreError> {
+                let mut stmt = conn.prepare(&format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approval \
+                     WHERE NOT (state = 'pending' AND expires_at > ?1) \
+                     ORDER BY requested_at DESC, id LIMIT ?2"
+                ))?;
+                let rows = stmt.query_map(
+                    rusqlite::params![now(), i64::from(count)],
+                    approval_from_row,
+                )?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await
+    }
+
     async fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {
         if !valid_state_key(key) {
             return Err(StateError::InvalidKey);

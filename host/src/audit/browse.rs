@@ -1,0 +1,301 @@
+//! Reading a trail from its newest end, for the console: the newest
+//! records through a filter, and one record by its seq. Both hold at most
+//! a chunk of a segment and the records they return, however long the
+//! trail has grown, and read no further back than they must. (`export`
+//! reads forwards, from the oldest record, for whole exports.)
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, ErrorKind};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::AuditError;
+use super::export::Filter;
+use super::trail::{self, segment_name};
+
+/// Bytes read at a time when walking a segment backwards.
+const CHUNK: usize = 64 << 10;
+
+/// The newest records that passed a filter.
+#[derive(Debug, Default)]
+pub struct Newest {
+    /// Newest first.
+    pub records: Vec<Value>,
+    /// Older records pass the filter too; they were not read.
+    pub more: bool,
+}
+
+/// The newest `count` records of the trail under `state_dir` that pass
+/// `filter`, newest first. Reading stops at the first match beyond
+/// `count`, so a common filter reads only the end of the newest segment;
+/// a filter that matches nothing reads the whole trail, one chunk at a
+/// time.
+pub fn newest(state_dir: &Path, filter: &Filter, count: usize) -> Result<Newest, AuditError> {
+    let dir = state_dir.join(trail::AUDIT_DIR);
+    let mut found = Newest::default();
+    for number in trail::segments(&dir)?.into_iter().rev() {
+        let Some(mut lines) = Backwards::open(dir.join(segment_name(number)))? else {
+            continue;
+        };
+        while let Some(line) = lines.next_line()? {
+            let Ok(record) = serde_json::from_slice::<Value>(&line) else {
+                continue;
+            };
+            if !filter.matches(&record) {
+                continue;
+            }
+            if found.records.len() == count {
+                found.more = true;
+                return Ok(found);
+            }
+            found.records.push(record);
+        }
+    }
+    Ok(found)
+}
+
+/// The record numbered `seq` in the trail under `state_dir`, if it has
+/// one. Seqs rise through the segments, so only the segment whose first
+/// record is the newest at or before `seq` is searched.
+pub fn find(state_dir: &Path, seq: u64) -> Result<Option<Value>, AuditError> {
+    let dir = state_dir.join(trail::AUDIT_DIR);
+    for number in trail::segments(&dir)?.into_iter().rev() {
+        let path = dir.join(segment_name(number));
+        let Some(file) = open_segment(&path)? else {
+            continue;
+        };
+        let mut reader = BufReader::new(file);
+        let mut starts_at_or_before = false;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let read = reader
+                .read_until(b'\n', &mut line)
+                .map_err(AuditError::io_at(&path))?;
+            // The end, or a line still being written.
+            if read == 0 || line.last() != Some(&b'\n') {
+                break;
+            }
+            let Ok(record) = serde_json::from_slice::<Value>(&line) else {
+                continue;
+            };
+            let Some(at) = record.get("seq").and_then(Value::as_u64) else {
+                continue;
+            };
+            if at == seq {
+                return Ok(Some(record));
+            }
+            if at > seq {
+                break;
+            }
+            starts_at_or_before = true;
+        }
+        if starts_at_or_before {
+            // Later records of this segment are past `seq`; earlier
+            // segments are before it.
+            return Ok(None);
+        }
+    }
+    Ok(None)
+}
+
+/// A segment listed a moment ago, or `None` if it has been removed since
+/// (it then holds nothing to show).
+fn open_segment(path: &Path) -> Result<Option<File>, AuditError> {
+    match File::open(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(AuditError::io_at(path)(source)),
+    }
+}
+
+/// A segment's whole lines, from its last towards its first. A line still
+/// being written at the end when the segment is opened is left out, as is
+/// whatever is appended after.
+struct Backwards {
+    path: PathBuf,
+    file: File,
+    /// Where the bytes in `buf` begin in the file.
+    pos: u64,
+    /// Bytes not yet returned, ending just after a newline (or empty).
+    buf: Vec<u8>,
+}
+
+impl Backwards {
+    fn open(path: PathBuf) -> Result<Option<Backwards>, AuditError> {
+        let Some(file) = open_segment(&path)? else {
+            return Ok(None);
+        };
+        let len = file.metadata().map_err(AuditError::io_at(&path))?.len();
+        let mut lines = Backwards {
+            path,
+            file,
+            pos: len,
+            buf: Vec::new(),
+        };
+        // Drop the unfinished tail, reading back until a newline ends
+        // the part that is whole.
+        loop {
+            if let Some(end) = lines.buf.iter().rposition(|&b| b == b'\n') {
+                lines.buf.truncate(end + 1);
+                break;
+            }
+            if lines.pos == 0 {
+                lines.buf.clear();
+                break;
+            }
+            lines.read_earlier()?;
+        }
+        Ok(Some(lines))
+    }
+
+    /// Puts the chunk before `pos` in front of `buf`. The chunk grows with
+    /// what is held, so a record longer than a chunk costs reads in
+    /// proportion to its length, not to its square.
+    fn read_earlier(&mut self) -> Result<(), AuditError> {
+        let size = CHUNK.max(self.buf.len()) as u64;
+        let start = self.pos.saturating_sub(size);
+        let mut chunk = vec![0; (self.pos - start) as usize];
+        self.file
+            .read_exact_at(&mut chunk, start)
+            .map_err(AuditError::io_at(&self.path))?;
+        chunk.extend_from_slice(&self.buf);
+        self.buf = chunk;
+        self.pos = start;
+        Ok(())
+    }
+
+    /// The next line back, without its newline.
+    fn next_line(&mut self) -> Result<Option<Vec<u8>>, AuditError> {
+        loop {
+            let Some((_, body)) = self.buf.split_last() else {
+                return Ok(None);
+            };
+            if let Some(start) = body.iter().rposition(|&b| b == b'\n') {
+                let line = body[start + 1..].to_vec();
+                self.buf.truncate(start + 1);
+                return Ok(Some(line));
+            }
+            if self.pos == 0 {
+                let line = body.to_vec();
+                self.buf.clear();
+                return Ok(Some(line));
+            }
+            self.read_earlier()?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A trail of `segments` segments of `per_segment` records each, seq
+    /// from 1, tool `even` or `odd` by seq.
+    fn trail(segments: u32, per_segment: u64) -> tempfile::TempDir {
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().join(trail::AUDIT_DIR);
+        fs::create_dir(&dir).unwrap();
+        let mut seq = 0;
+        for number in 1..=segments {
+            let mut text = String::new();
+            for _ in 0..per_segment {
+                seq += 1;
+                let tool = if seq % 2 == 0 { "even" } else { "odd" };
+                // Padding makes records span chunk boundaries.
+                let pad = "x".repeat((seq as usize * 37) % 3000);
+                text.push_str(&json!({"seq": seq, "tool": tool, "pad": pad}).to_string());
+                text.push('\n');
+            }
+            fs::write(dir.join(segment_name(number)), text).unwrap();
+        }
+        state
+    }
+
+    fn seqs(records: &[Value]) -> Vec<u64> {
+        records.iter().map(|r| r["seq"].as_u64().unwrap()).collect()
+    }
+
+    #[test]
+    fn the_newest_matches_come_back_newest_first_across_segments() {
+        let state = trail(3, 100);
+        let odd = Filter {
+            tool: Some("odd".into()),
+            ..Filter::default()
+        };
+        let found = newest(state.path(), &odd, 70).unwrap();
+        let expected: Vec<u64> = (1..=300).rev().filter(|s| s % 2 == 1).take(70).collect();
+        assert_eq!(seqs(&found.records), expected);
+        assert!(found.more);
+
+        // All of them: every segment read back, nothing more to find.
+        let found = newest(state.path(), &odd, 1000).unwrap();
+        assert_eq!(found.records.len(), 150);
+        assert_eq!(seqs(&found.records).last(), Some(&1));
+        assert!(!found.more);
+
+        let none = Filter {
+            tool: Some("neither".into()),
+            ..Filter::default()
+        };
+        let found = newest(state.path(), &none, 10).unwrap();
+        assert!(found.records.is_empty() && !found.more);
+    }
+
+    #[test]
+    fn reading_stops_once_the_newest_matches_are_found() {
+        let state = trail(3, 100);
+        // An oldest segment that cannot be read: a view that finds its
+        // records in the newer ones never touches it.
+        let oldest = state.path().join(trail::AUDIT_DIR).join(segment_name(1));
+        fs::remove_file(&oldest).unwrap();
+        fs::create_dir(&oldest).unwrap();
+        let found = newest(state.path(), &Filter::default(), 150).unwrap();
+        assert_eq!(seqs(&found.records), (151..=300).rev().collect::<Vec<_>>());
+        assert!(found.more);
+        // Whether a 201st exists is only known by reading on.
+        assert!(newest(state.path(), &Filter::default(), 200).is_err());
+        assert_eq!(find(state.path(), 150).unwrap().unwrap()["seq"], 150);
+    }
+
+    #[test]
+    fn a_line_still_being_written_is_left_out() {
+        let state = trail(1, 5);
+        let path = state.path().join(trail::AUDIT_DIR).join(segment_name(1));
+        let mut text = fs::read(&path).unwrap();
+        text.extend_from_slice(br#"{"seq":6,"tool":"ev"#);
+        fs::write(&path, &text).unwrap();
+        let found = newest(state.path(), &Filter::default(), 10).unwrap();
+        assert_eq!(seqs(&found.records), vec![5, 4, 3, 2, 1]);
+        assert_eq!(find(state.path(), 6).unwrap(), None);
+
+        // A segment that is nothing but an unfinished line.
+        fs::write(&path, br#"{"seq":1"#).unwrap();
+        let found = newest(state.path(), &Filter::default(), 10).unwrap();
+        assert!(found.records.is_empty());
+    }
+
+    #[test]
+    fn one_record_is_found_by_its_seq_in_any_segment() {
+        let state = trail(4, 50);
+        for seq in [1, 50, 51, 123, 200] {
+            let record = find(state.path(), seq).unwrap().unwrap();
+            assert_eq!(record["seq"], seq);
+        }
+        assert_eq!(find(state.path(), 0).unwrap(), None);
+        assert_eq!(find(state.path(), 201).unwrap(), None);
+
+        // A segment removed (as an operator's retention might): its
+        // records are not found, the others still are.
+        fs::remove_file(state.path().join(trail::AUDIT_DIR).join(segment_name(2))).unwrap();
+        assert_eq!(find(state.path(), 75).unwrap(), None);
+        assert_eq!(find(state.path(), 125).unwrap().unwrap()["seq"], 125);
+        assert_eq!(find(state.path(), 25).unwrap().unwrap()["seq"], 25);
+    }
+}
