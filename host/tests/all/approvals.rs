@@ -2,7 +2,9 @@
 //! eliciting client (both protocol eras), and through the operator when the
 //! client cannot ask. Also the notes plugin's durable state.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -69,6 +71,46 @@ impl ClientHandler for Human {
             Answer::No => ElicitResult::new(ElicitationAction::Decline),
             Answer::AcceptBlank => ElicitResult::new(ElicitationAction::Accept),
         })
+    }
+}
+
+/// A client that shows every approval prompt to a user who never answers,
+/// and counts the prompts.
+#[derive(Clone, Default)]
+struct Absent {
+    asked: Arc<AtomicUsize>,
+}
+
+impl Absent {
+    /// Waits until `count` prompts were shown.
+    async fn asked(&self, count: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while self.asked.load(Ordering::SeqCst) < count {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} of {count} prompts shown",
+                self.asked.load(Ordering::SeqCst)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl ClientHandler for Absent {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_elicitation().build(),
+            Implementation::new("absent-test-client", "1.0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        std::future::pending().await
     }
 }
 
@@ -258,6 +300,60 @@ async fn a_task_with_operator_approval_never_asks_the_client_and_caps_waiting_ca
     assert!(cli(&m, &["approval", "list"]).contains("no pending approvals"));
     client.cancel().await.unwrap();
     stateless.cancel().await.unwrap();
+}
+
+/// Each call waiting for a person holds its handler and its request for up
+/// to ten minutes, so a client that never answers must not park calls
+/// without bound: past 256 waiting in the process, a call answers
+/// `approval_required` at once. A client that goes away gives its places
+/// back.
+#[tokio::test]
+async fn unanswered_prompts_hold_at_most_256_calls_until_their_client_goes() {
+    const PLACES: usize = 256;
+    let m = manifest(vec![PluginEntry::notes()]);
+    let task = open_task(&m, &[SAVE, DELETE], &["--approve-in-client"]);
+    let host = http(&m, &[]);
+    let away = Absent::default();
+    let client = Arc::new(
+        connect_with(&host.url, Some(&task.token), away.clone())
+            .await
+            .unwrap(),
+    );
+    ok_as(&*client, SAVE, note("kept", "x")).await;
+    let parked: Vec<_> = (0..PLACES)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                call_as(&*client, DELETE, json!({ "slug": "kept" })).await;
+            })
+        })
+        .collect();
+    away.asked(PLACES).await;
+
+    // One more is not parked: it answers at once, without a prompt.
+    let refused = content(&call_as(&*client, DELETE, json!({ "slug": "kept" })).await);
+    assert_eq!(refused["code"], "approval_required", "{refused}");
+    assert_eq!(away.asked.load(Ordering::SeqCst), PLACES);
+
+    // The client closes its session: its prompts end, and a call of
+    // another session is asked again.
+    for call in parked {
+        call.abort();
+        let _ = call.await;
+    }
+    let Ok(client) = Arc::try_unwrap(client) else {
+        panic!("the parked calls still hold the client");
+    };
+    client.cancel().await.unwrap();
+    let back = Absent::default();
+    let next = connect_with(&host.url, Some(&task.token), back.clone())
+        .await
+        .unwrap();
+    let asking = tokio::spawn(async move {
+        call_as(&next, DELETE, json!({ "slug": "kept" })).await;
+    });
+    back.asked(1).await;
+    asking.abort();
 }
 
 #[tokio::test]
