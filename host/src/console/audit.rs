@@ -13,6 +13,7 @@ use futures::StreamExt;
 use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
+use tokio::sync::Semaphore;
 
 use super::Shared;
 use super::auth::Operator;
@@ -83,14 +84,30 @@ impl AuditQuery {
     }
 }
 
-/// The newest records passing `filter` (off the async workers: it reads
-/// files).
-async fn newest(state_dir: PathBuf, filter: Filter) -> Result<Newest, String> {
+/// Trail reads the console runs at once. One may read the whole trail (a
+/// filter that matches little, the chain's verification), so further
+/// views, of more operators or tabs, wait their turn instead of each taking
+/// a thread and a core.
+static READERS: Semaphore = Semaphore::const_new(2);
+
+/// Runs `work`, which reads the trail, off the async workers and in turn
+/// with the console's other reads of it. The turn is held until `work`
+/// ends, even if the page that asked is no longer waiting for it.
+async fn reading<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let turn = READERS.acquire().await.map_err(|e| e.to_string())?;
     tokio::task::spawn_blocking(move || {
-        browse::newest(&state_dir, &filter, SHOWN).map_err(|e| e.to_string())
+        let _turn = turn;
+        work()
     })
     .await
     .map_err(|e| e.to_string())?
+}
+
+/// The newest records passing `filter`.
+async fn newest(state_dir: PathBuf, filter: Filter) -> Result<Newest, String> {
+    reading(move || browse::newest(&state_dir, &filter, SHOWN).map_err(|e| e.to_string())).await
 }
 
 fn field<'a>(record: &'a Value, name: &str) -> &'a str {
@@ -199,15 +216,15 @@ pub async fn page(
 }
 
 async fn verify_status(state_dir: PathBuf) -> Markup {
-    let checked = tokio::task::spawn_blocking(move || {
+    let checked = reading(move || {
         let signing = key::load(&key::key_path(&state_dir)).map_err(|e| e.to_string())?;
         let public = signing.verifying_key();
         let result = verify::verify(&state_dir, &public, &[]).map_err(|e| e.to_string())?;
-        Ok::<_, String>((key::public_text(&public), result))
+        Ok((key::public_text(&public), result))
     })
     .await;
     match checked {
-        Ok(Ok((public, Ok(verified)))) => {
+        Ok((public, Ok(verified))) => {
             let unsigned = verified.records.saturating_sub(verified.signed_through);
             html! {
                 p.ok { "The chain verifies: " (verified.records) " records in " (verified.segments) " segments." }
@@ -221,22 +238,16 @@ async fn verify_status(state_dir: PathBuf) -> Markup {
                 }
             }
         }
-        Ok(Ok((_, Err(broken)))) => {
+        Ok((_, Err(broken))) => {
             html! { p.problem role="alert" { "The chain is broken at " (broken.to_string()) "." } }
         }
-        Ok(Err(e)) => html! { p.problem { "Cannot verify: " (e) } },
-        Err(e) => html! { p.problem { "Cannot verify: " (e.to_string()) } },
+        Err(e) => html! { p.problem { "Cannot verify: " (e) } },
     }
 }
 
 pub async fn record(State(console): Shared, operator: Operator, Path(seq): Path<u64>) -> Response {
     let state_dir = console.state_dir();
-    let found = tokio::task::spawn_blocking(move || {
-        browse::find(&state_dir, seq).map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|e| e.to_string())
-    .and_then(|found| found);
+    let found = reading(move || browse::find(&state_dir, seq).map_err(|e| e.to_string())).await;
     let record = match found {
         Ok(Some(record)) => record,
         Ok(None) => {

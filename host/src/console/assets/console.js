@@ -75,10 +75,18 @@
     const box = document.getElementById("live-tail");
     const records = document.getElementById("records");
     if (!box || !records) return;
-    let timer = null;
+    let timer = null, running = false;
+    // One refresh at a time: reading back a long trail for a filter that
+    // matches little can take longer than the interval, and piling the
+    // reads up would only load the host.
+    const step = async () => {
+      if (running) return;
+      running = true;
+      try { await refresh(records, box.dataset.tail); } finally { running = false; }
+    };
     box.addEventListener("change", () => {
       if (timer) { clearInterval(timer); timer = null; }
-      if (box.checked) timer = setInterval(() => refresh(records, box.dataset.tail), 2000);
+      if (box.checked) timer = setInterval(step, 2000);
     });
   }
 
