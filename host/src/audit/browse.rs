@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde_json::Value;
 
@@ -29,9 +30,12 @@ pub struct Newest {
 
 /// The newest `count` records of the trail under `state_dir` that pass
 /// `filter`, newest first. Reading stops at the first match beyond
-/// `count`, so a common filter reads only the end of the newest segment;
-/// a filter that matches nothing reads the whole trail, one chunk at a
-/// time.
+/// `count`, so a common filter reads only the end of the newest segment,
+/// and at the first record older than the filter's `since`: records are
+/// written in time order. (If the clock was stepped back, records written
+/// just before the step can be missed; an export reads them all.) A filter
+/// that matches nothing, without `since`, reads the whole trail, one chunk
+/// at a time.
 pub fn newest(state_dir: &Path, filter: &Filter, count: usize) -> Result<Newest, AuditError> {
     let dir = state_dir.join(trail::AUDIT_DIR);
     let mut found = Newest::default();
@@ -43,6 +47,12 @@ pub fn newest(state_dir: &Path, filter: &Filter, count: usize) -> Result<Newest,
             let Ok(record) = serde_json::from_slice::<Value>(&line) else {
                 continue;
             };
+            if filter
+                .since
+                .is_some_and(|since| written_before(&record, since))
+            {
+                return Ok(found);
+            }
             if !filter.matches(&record) {
                 continue;
             }
@@ -54,6 +64,15 @@ pub fn newest(state_dir: &Path, filter: &Filter, count: usize) -> Result<Newest,
         }
     }
     Ok(found)
+}
+
+/// Whether `record` was written before `at` (`false` if it gives no time).
+fn written_before(record: &Value, at: SystemTime) -> bool {
+    record
+        .get("time")
+        .and_then(Value::as_str)
+        .and_then(|time| humantime::parse_rfc3339(time).ok())
+        .is_some_and(|time| time < at)
 }
 
 /// The record numbered `seq` in the trail under `state_dir`, if it has
@@ -196,6 +215,11 @@ mod tests {
 
     use super::*;
 
+    /// When record `seq` of a test trail was written: a second apart.
+    fn time_of(seq: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_780_000_000 + seq)
+    }
+
     /// A trail of `segments` segments of `per_segment` records each, seq
     /// from 1, tool `even` or `odd` by seq.
     fn trail(segments: u32, per_segment: u64) -> tempfile::TempDir {
@@ -210,7 +234,9 @@ mod tests {
                 let tool = if seq % 2 == 0 { "even" } else { "odd" };
                 // Padding makes records span chunk boundaries.
                 let pad = "x".repeat((seq as usize * 37) % 3000);
-                text.push_str(&json!({"seq": seq, "tool": tool, "pad": pad}).to_string());
+                let time = humantime::format_rfc3339_micros(time_of(seq)).to_string();
+                let record = json!({"seq": seq, "time": time, "tool": tool, "pad": pad});
+                text.push_str(&record.to_string());
                 text.push('\n');
             }
             fs::write(dir.join(segment_name(number)), text).unwrap();
@@ -253,15 +279,47 @@ mod tests {
         let state = trail(3, 100);
         // An oldest segment that cannot be read: a view that finds its
         // records in the newer ones never touches it.
+        // (A directory with an entry, so that every filesystem gives it a
+        // size to read.)
         let oldest = state.path().join(trail::AUDIT_DIR).join(segment_name(1));
         fs::remove_file(&oldest).unwrap();
         fs::create_dir(&oldest).unwrap();
+        fs::write(oldest.join("entry"), "x").unwrap();
         let found = newest(state.path(), &Filter::default(), 150).unwrap();
         assert_eq!(seqs(&found.records), (151..=300).rev().collect::<Vec<_>>());
         assert!(found.more);
         // Whether a 201st exists is only known by reading on.
         assert!(newest(state.path(), &Filter::default(), 200).is_err());
         assert_eq!(find(state.path(), 150).unwrap().unwrap()["seq"], 150);
+
+        // Records are in time order: one older than `since` ends the
+        // reading, however few matched.
+        let since = Filter {
+            since: Some(time_of(120)),
+            ..Filter::default()
+        };
+        let found = newest(state.path(), &since, 1000).unwrap();
+        assert_eq!(seqs(&found.records), (120..=300).rev().collect::<Vec<_>>());
+        assert!(!found.more);
+    }
+
+    #[test]
+    fn records_and_unfinished_lines_longer_than_a_chunk_are_read_whole() {
+        let state = trail(1, 3);
+        let path = state.path().join(trail::AUDIT_DIR).join(segment_name(1));
+        let mut text = fs::read(&path).unwrap();
+        let long = "y".repeat(3 * CHUNK + 17);
+        text.extend_from_slice(json!({"seq": 4, "pad": long}).to_string().as_bytes());
+        text.push(b'\n');
+        text.extend_from_slice(&br#"{"seq":5,"pad":""#.repeat(CHUNK / 4));
+        fs::write(&path, &text).unwrap();
+        let found = newest(state.path(), &Filter::default(), 10).unwrap();
+        assert_eq!(seqs(&found.records), vec![4, 3, 2, 1]);
+        assert_eq!(found.records[0]["pad"], long.as_str());
+        assert_eq!(
+            find(state.path(), 4).unwrap().unwrap()["pad"],
+            long.as_str()
+        );
     }
 
     #[test]

@@ -91,6 +91,19 @@ pub fn export(
     format: Format,
     out: &mut dyn Write,
 ) -> Result<u64, AuditError> {
+    // The trails are opened and their first records read before anything
+    // is written, so a trail that cannot be read at all fails the export
+    // with no output (the console then answers with an error status).
+    let mut cursors = state_dirs
+        .iter()
+        .map(|dir| TrailCursor::open(dir))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Each trail is in time order already; a k-way merge keeps the whole
+    // export streaming however long the trails are.
+    let mut heads: Vec<Option<Line>> = Vec::with_capacity(cursors.len());
+    for cursor in &mut cursors {
+        heads.push(cursor.next_line()?);
+    }
     let mut sink = match format {
         Format::Csv => {
             let mut writer = csv::Writer::from_writer(out);
@@ -103,17 +116,7 @@ pub fn export(
         }
         Format::Jsonl => Sink::Lines(out),
     };
-    let mut cursors = state_dirs
-        .iter()
-        .map(|dir| TrailCursor::open(dir))
-        .collect::<Result<Vec<_>, _>>()?;
     let mut written = 0;
-    // Each trail is in time order already; a k-way merge keeps the whole
-    // export streaming however long the trails are.
-    let mut heads: Vec<Option<Line>> = Vec::with_capacity(cursors.len());
-    for cursor in &mut cursors {
-        heads.push(cursor.next_line()?);
-    }
     loop {
         let earliest = heads
             .iter()

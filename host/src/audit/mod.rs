@@ -2,10 +2,10 @@
 //!
 //! `record` builds and bounds one line, `trail` keeps the chained segments
 //! and signed checkpoints on disk, `verify` and `export` read them back for
-//! operators (`browse` from the newest end, for the console), `store` records what operators change. This module is the
-//! handle the rest of the host uses: a writer thread that batches records,
-//! so concurrent read calls share one write (and one fsync when a write
-//! call needs it).
+//! operators (`browse` from the newest end, for the console), `store`
+//! records what operators change. This module is the handle the rest of
+//! the host uses: a writer thread that batches records, so concurrent read
+//! calls share one write (and one fsync when a write call needs it).
 
 pub mod browse;
 mod event;

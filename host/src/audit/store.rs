@@ -165,8 +165,8 @@ impl Store for AuditedStore {
         self.inner.approvals(pending_only).await
     }
 
-    async fn settled_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError> {
-        self.inner.settled_approvals(count).await
+    async fn closed_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError> {
+        self.inner.closed_approvals(count).await
     }
 
     async fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError> {

@@ -62,7 +62,7 @@ pub async fn queue(
     if query.fragment.is_some() {
         return layout::fragment(list);
     }
-    let recent = match console.host.store.settled_approvals(RECENT).await {
+    let recent = match console.host.store.closed_approvals(RECENT).await {
         Ok(list) => list,
         Err(e) => return store_failed(e),
     };

@@ -496,9 +496,10 @@ pub trait Store: Send + Sync {
     /// Approvals, newest first; only pending ones when `pending_only`.
     async fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>, StoreError>;
     /// The newest `count` approvals no longer waiting (decided, used or
-    /// expired), newest first: what the console lists as recently
-    /// decided, without loading every approval ever asked for.
-    async fn settled_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError>;
+    /// expired, whether or not their row says so yet), newest first: what
+    /// the console lists as recently decided, without loading every
+    /// approval ever asked for.
+    async fn closed_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError>;
 
     async fn state_get(&self, plugin: &str, key: &str) -> Result<Option<String>, StateError>;
     async fn state_set(

@@ -480,20 +480,32 @@ async fn approvals_are_asked_once_used_once_and_end_with_their_task(store: &dyn 
         .unwrap();
     assert_ne!(third.id, second.id);
 
-    // Settled: the used yes and the no, not the question still waiting;
-    // no more than asked for.
-    let settled = |list: Vec<Approval>| -> Vec<String> {
+    // Closed: the used yes, the no, and a question whose time ran out
+    // (its row still says pending); not the question still waiting. No
+    // more than asked for.
+    let lapsed = store
+        .request_approval(ApprovalRequest {
+            ttl: Duration::ZERO,
+            ..approval_request(&task.id, "lapsed")
+        })
+        .await
+        .unwrap();
+    let closed = |list: Vec<Approval>| -> Vec<(String, ApprovalState)> {
         list.into_iter()
             .filter(|a| a.task_id == task.id)
-            .map(|a| a.id)
+            .map(|a| (a.id, a.state))
             .collect()
     };
-    let mut found = settled(store.settled_approvals(10).await.unwrap());
-    found.sort();
-    let mut expected = vec![asked.id.clone(), second.id.clone()];
-    expected.sort();
+    let mut found = closed(store.closed_approvals(10).await.unwrap());
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut expected = vec![
+        (asked.id.clone(), ApprovalState::Used),
+        (second.id.clone(), ApprovalState::Denied),
+        (lapsed.id.clone(), ApprovalState::Expired),
+    ];
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(found, expected);
-    assert_eq!(store.settled_approvals(1).await.unwrap().len(), 1);
+    assert_eq!(store.closed_approvals(1).await.unwrap().len(), 1);
 
     // At most MAX_PENDING_PER_TASK questions wait at once.
     for n in 0..MAX_PENDING_PER_TASK - 1 {
@@ -522,10 +534,10 @@ async fn approvals_are_asked_once_used_once_and_end_with_their_task(store: &dyn 
         store.approval(&third.id).await.unwrap().unwrap().state,
         ApprovalState::Expired
     );
-    // Ended questions count as settled.
-    let found = settled(store.settled_approvals(1_000).await.unwrap());
-    assert_eq!(found.len(), 2 + MAX_PENDING_PER_TASK);
-    assert!(found.contains(&third.id));
+    // Questions ended with their task are closed.
+    let found = closed(store.closed_approvals(1_000).await.unwrap());
+    assert_eq!(found.len(), 3 + MAX_PENDING_PER_TASK);
+    assert!(found.contains(&(third.id.clone(), ApprovalState::Expired)));
 }
 
 /// Also: a token names its task for the task's whole life, through

@@ -512,8 +512,10 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn settled_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError> {
-        self.answered(async {
+    async fn closed_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError> {
+        // No index orders approvals by time: the database reads them all
+        // to keep the newest, so this gets a listing's time.
+        self.listed(async {
             let client = self.client().await?;
             let rows = client
                 .query(

@@ -532,7 +532,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn settled_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError> {
+    async fn closed_approvals(&self, count: u32) -> Result<Vec<Approval>, StoreError> {
         self.conn
             .run(move |conn| -> Result<_, StoreError> {
                 let mut stmt = conn.prepare(&format!(
