@@ -37,33 +37,106 @@ pub struct Newest {
 /// that matches nothing, without `since`, reads the whole trail, one chunk
 /// at a time.
 pub fn newest(state_dir: &Path, filter: &Filter, count: usize) -> Result<Newest, AuditError> {
-    let dir = state_dir.join(trail::AUDIT_DIR);
+    let mut lines = Back::open(state_dir)?;
     let mut found = Newest::default();
-    for number in trail::segments(&dir)?.into_iter().rev() {
-        let Some(mut lines) = Backwards::open(dir.join(segment_name(number)))? else {
+    while let Some(line) = lines.next_line()? {
+        let Ok(record) = serde_json::from_slice::<Value>(&line) else {
             continue;
         };
-        while let Some(line) = lines.next_line()? {
-            let Ok(record) = serde_json::from_slice::<Value>(&line) else {
-                continue;
-            };
-            if filter
-                .since
-                .is_some_and(|since| written_before(&record, since))
-            {
-                return Ok(found);
-            }
-            if !filter.matches(&record) {
-                continue;
-            }
-            if found.records.len() == count {
-                found.more = true;
-                return Ok(found);
-            }
-            found.records.push(record);
+        if filter
+            .since
+            .is_some_and(|since| written_before(&record, since))
+        {
+            break;
         }
+        if !filter.matches(&record) {
+            continue;
+        }
+        if found.records.len() == count {
+            found.more = true;
+            break;
+        }
+        found.records.push(record);
     }
     Ok(found)
+}
+
+/// The replica named by the newest record of the trail under `state_dir`
+/// that names one; `None` for a trail without such records.
+pub fn replica_of(state_dir: &Path) -> Result<Option<String>, AuditError> {
+    let mut lines = Back::open(state_dir)?;
+    while let Some(line) = lines.next_line()? {
+        let replica = serde_json::from_slice::<Value>(&line)
+            .ok()
+            .and_then(|record| Some(record.get("replica")?.as_str()?.to_string()));
+        if replica.is_some() {
+            return Ok(replica);
+        }
+    }
+    Ok(None)
+}
+
+/// A trail's whole lines, from its newest back to its oldest, across its
+/// segments.
+pub(super) struct Back {
+    dir: PathBuf,
+    /// Segments not opened yet, oldest first.
+    older: Vec<u32>,
+    lines: Option<Backwards>,
+    /// Where the whole lines of the newest segment ended when it was
+    /// opened.
+    end: (u32, u64),
+}
+
+impl Back {
+    pub(super) fn open(state_dir: &Path) -> Result<Back, AuditError> {
+        let dir = state_dir.join(trail::AUDIT_DIR);
+        let older = trail::segments(&dir)?;
+        let first = older.first().copied().unwrap_or(1);
+        let mut back = Back {
+            dir,
+            older,
+            lines: None,
+            end: (first, 0),
+        };
+        if let (Some(number), Some(lines)) = (back.open_older()?, &back.lines) {
+            back.end = (number, lines.end);
+        }
+        Ok(back)
+    }
+
+    /// The segment and offset just past the newest whole line there was
+    /// when the trail was opened: reading on forwards from there misses
+    /// no later record and repeats none of these.
+    pub(super) fn end(&self) -> (u32, u64) {
+        self.end
+    }
+
+    /// Opens the newest segment not yet read that is still there, and
+    /// says which it is.
+    fn open_older(&mut self) -> Result<Option<u32>, AuditError> {
+        self.lines = None;
+        while let Some(number) = self.older.pop() {
+            if let Some(lines) = Backwards::open(self.dir.join(segment_name(number)))? {
+                self.lines = Some(lines);
+                return Ok(Some(number));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The next line back, without its newline.
+    pub(super) fn next_line(&mut self) -> Result<Option<Vec<u8>>, AuditError> {
+        loop {
+            let Some(lines) = self.lines.as_mut() else {
+                return Ok(None);
+            };
+            if let Some(line) = lines.next_line()? {
+                return Ok(Some(line));
+            }
+            self.open_older()?;
+        }
+    }
 }
 
 /// Whether `record` was written before `at` (`false` if it gives no time).
@@ -140,6 +213,8 @@ struct Backwards {
     pos: u64,
     /// Bytes not yet returned, ending just after a newline (or empty).
     buf: Vec<u8>,
+    /// Where the whole lines ended when the segment was opened.
+    end: u64,
 }
 
 impl Backwards {
@@ -153,6 +228,7 @@ impl Backwards {
             file,
             pos: len,
             buf: Vec::new(),
+            end: 0,
         };
         // Drop the unfinished tail, reading back until a newline ends
         // the part that is whole.
@@ -167,6 +243,7 @@ impl Backwards {
             }
             lines.read_earlier()?;
         }
+        lines.end = lines.pos + lines.buf.len() as u64;
         Ok(Some(lines))
     }
 
@@ -208,7 +285,7 @@ impl Backwards {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::fs;
 
     use serde_json::json;
@@ -216,13 +293,13 @@ mod tests {
     use super::*;
 
     /// When record `seq` of a test trail was written: a second apart.
-    fn time_of(seq: u64) -> SystemTime {
+    pub(in crate::audit) fn time_of(seq: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_780_000_000 + seq)
     }
 
     /// A trail of `segments` segments of `per_segment` records each, seq
     /// from 1, tool `even` or `odd` by seq.
-    fn trail(segments: u32, per_segment: u64) -> tempfile::TempDir {
+    pub(in crate::audit) fn trail(segments: u32, per_segment: u64) -> tempfile::TempDir {
         let state = tempfile::tempdir().unwrap();
         let dir = state.path().join(trail::AUDIT_DIR);
         fs::create_dir(&dir).unwrap();

@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
-use super::AuditError;
 use super::trail::{self, segment_name};
+use super::{AuditError, browse};
 
 /// Which records an export keeps. Every given filter must match.
 #[derive(Debug, Default, Clone)]
@@ -152,6 +152,16 @@ struct Line {
     time: String,
 }
 
+impl Line {
+    /// A stored line, without its newline; `None` if it is not a record.
+    fn parse(bytes: &[u8]) -> Option<Line> {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        let record = serde_json::from_str::<Value>(&text).ok()?;
+        let time = record["time"].as_str().unwrap_or_default().to_string();
+        Some(Line { text, record, time })
+    }
+}
+
 /// A reading position in one trail: a segment and an offset in it. Only
 /// whole lines are returned; a line still being written is read once it
 /// is complete.
@@ -166,17 +176,23 @@ struct TrailCursor {
 }
 
 impl TrailCursor {
+    /// At the trail's first record.
     fn open(state_dir: &Path) -> Result<TrailCursor, AuditError> {
         let dir = state_dir.join(trail::AUDIT_DIR);
         let first = trail::segments(&dir)?.first().copied().unwrap_or(1);
-        Ok(TrailCursor {
-            dir,
-            segment: first,
-            offset: 0,
+        Ok(TrailCursor::at(state_dir, first, 0))
+    }
+
+    /// At `offset` in segment `segment`, the start of a line.
+    fn at(state_dir: &Path, segment: u32, offset: u64) -> TrailCursor {
+        TrailCursor {
+            dir: state_dir.join(trail::AUDIT_DIR),
+            segment,
+            offset,
             reader: None,
             buf: Vec::new(),
             draining: false,
-        })
+        }
     }
 
     /// The first segment after the current one, if there is one.
@@ -219,12 +235,10 @@ impl TrailCursor {
                     })?;
             if read > 0 && self.buf.last() == Some(&b'\n') {
                 self.offset += read as u64;
-                let text = String::from_utf8_lossy(&self.buf[..read - 1]).into_owned();
-                let Ok(record) = serde_json::from_str::<Value>(&text) else {
+                let Some(line) = Line::parse(&self.buf[..read - 1]) else {
                     continue;
                 };
-                let time = record["time"].as_str().unwrap_or_default().to_string();
-                return Ok(Some(Line { text, record, time }));
+                return Ok(Some(line));
             }
             // At the end of what is written; a part line is read again,
             // whole, next time.
@@ -288,30 +302,31 @@ fn stdout_error(source: std::io::Error) -> AuditError {
 
 /// Prints the last `count` records of the trails under `state_dirs`
 /// (merged by time); with `follow`, keeps printing new ones as they are
-/// written, until the process is stopped.
+/// written, until the process is stopped. Each trail is read back from its
+/// end only as far as `count` records, however long it is.
 pub fn tail(
     state_dirs: &[PathBuf],
     count: usize,
     follow: bool,
     out: &mut dyn Write,
 ) -> Result<(), AuditError> {
-    let mut cursors = state_dirs
-        .iter()
-        .map(|dir| TrailCursor::open(dir))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut cursors = Vec::with_capacity(state_dirs.len());
     let mut last: Vec<Line> = Vec::new();
-    for cursor in &mut cursors {
-        let mut mine: std::collections::VecDeque<Line> = std::collections::VecDeque::new();
-        while let Some(line) = cursor.next_line()? {
-            if count == 0 {
-                continue;
-            }
-            if mine.len() == count {
-                mine.pop_front();
-            }
-            mine.push_back(line);
+    for dir in state_dirs {
+        let mut back = browse::Back::open(dir)?;
+        // Following goes on from where reading back began: no record is
+        // missed or printed twice.
+        let (segment, offset) = back.end();
+        cursors.push(TrailCursor::at(dir, segment, offset));
+        let mut mine = Vec::new();
+        while mine.len() < count {
+            let Some(bytes) = back.next_line()? else {
+                break;
+            };
+            mine.extend(Line::parse(&bytes));
         }
-        last.extend(mine);
+        // Oldest first, so that records of one time keep their order.
+        last.extend(mine.into_iter().rev());
     }
     print_in_time_order(&mut last, count, out)?;
     if !follow {
@@ -344,15 +359,66 @@ fn print_in_time_order(
     out.flush().map_err(stdout_error)
 }
 
-/// The replica named by the newest record of the trail under `state_dir`
-/// that names one; `None` for a trail without such records.
-pub fn replica_of(state_dir: &Path) -> Result<Option<String>, AuditError> {
-    let mut cursor = TrailCursor::open(state_dir)?;
-    let mut replica = None;
-    while let Some(line) = cursor.next_line()? {
-        if let Some(name) = line.record["replica"].as_str() {
-            replica = Some(name.to_string());
-        }
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+    use crate::audit::browse::tests::trail;
+
+    fn seqs(text: &[u8]) -> Vec<u64> {
+        String::from_utf8_lossy(text)
+            .lines()
+            .map(|line| {
+                serde_json::from_str::<Value>(line).unwrap()["seq"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect()
     }
-    Ok(replica)
+
+    #[test]
+    fn tail_prints_the_newest_records_reading_back_only_as_far_as_them() {
+        let state = trail(3, 100);
+        // An oldest segment that cannot be read (a directory, with an
+        // entry so that every filesystem gives it a size).
+        let oldest = state.path().join(trail::AUDIT_DIR).join(segment_name(1));
+        fs::remove_file(&oldest).unwrap();
+        fs::create_dir(&oldest).unwrap();
+        fs::write(oldest.join("entry"), "x").unwrap();
+        let mut out = Vec::new();
+        tail(&[state.path().to_path_buf()], 150, false, &mut out).unwrap();
+        assert_eq!(seqs(&out), (151..=300).collect::<Vec<_>>());
+        let mut out = Vec::new();
+        tail(&[state.path().to_path_buf()], 0, false, &mut out).unwrap();
+        assert!(out.is_empty());
+        assert!(tail(&[state.path().to_path_buf()], 201, false, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn tail_merges_trails_by_time_and_keeps_the_order_of_equal_times() {
+        let one = trail(2, 10);
+        let two = tempfile::tempdir().unwrap();
+        let dir = two.path().join(trail::AUDIT_DIR);
+        fs::create_dir(&dir).unwrap();
+        // Three records of one time, later than all of the first trail's.
+        let lines: String = (1..=3)
+            .map(|seq| {
+                format!(
+                    "{{\"seq\":{},\"time\":\"2030-01-01T00:00:00Z\"}}\n",
+                    100 + seq
+                )
+            })
+            .collect();
+        fs::write(dir.join(segment_name(1)), lines).unwrap();
+        let mut out = Vec::new();
+        tail(
+            &[one.path().to_path_buf(), two.path().to_path_buf()],
+            5,
+            false,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(seqs(&out), vec![19, 20, 101, 102, 103]);
+    }
 }

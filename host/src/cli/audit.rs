@@ -178,7 +178,7 @@ async fn verify(
         // its records say (which whoever rewrote them also chose).
         let replica = match given {
             Some(name) => Some(name.clone()),
-            None => audit::export::replica_of(dir)?,
+            None => audit::browse::replica_of(dir)?,
         };
         // The database's checkpoints of this trail: those filed under its
         // replica's name, and those signed by its key under any name, so
