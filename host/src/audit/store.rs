@@ -80,6 +80,10 @@ impl Store for AuditedStore {
         self.inner.tasks().await
     }
 
+    async fn recent_tasks(&self, ended: u32) -> Result<Vec<Task>, StoreError> {
+        self.inner.recent_tasks(ended).await
+    }
+
     async fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
         let task = self.inner.revoke_task(id, by).await?;
         self.record(Event::TaskRevoked {

@@ -29,8 +29,12 @@ fn fields<'a>(fields: &'a Fields, name: &'a str) -> impl Iterator<Item = String>
         .map(|(_, v)| v.clone())
 }
 
+/// Ended tasks (revoked or expired) the list shows, the newest; every open
+/// one is shown.
+const ENDED_SHOWN: u32 = 100;
+
 pub async fn list(State(console): Shared, operator: Operator) -> Response {
-    let tasks = match console.host.store.tasks().await {
+    let tasks = match console.host.store.recent_tasks(ENDED_SHOWN).await {
         Ok(tasks) => tasks,
         Err(e) => return store_failed(e),
     };
@@ -38,7 +42,9 @@ pub async fn list(State(console): Shared, operator: Operator) -> Response {
         h1 { "Tasks" }
         p.lede {
             "A task grants write and destructive tools to one agent's job, for a while, within budgets. "
-            "Read tools need no task."
+            "Read tools need no task. Every open task is listed, and the "
+            (ENDED_SHOWN) " most recently opened of those that ended; "
+            code { "toolhost task list" } " lists them all."
         }
         @if operator.is_admin() {
             details.open-task {

@@ -451,6 +451,10 @@ pub trait Store: Send + Sync {
     async fn task(&self, id: &str) -> Result<Option<Task>, StoreError>;
     /// All tasks, newest first.
     async fn tasks(&self) -> Result<Vec<Task>, StoreError>;
+    /// Every open task and the newest `ended` of the others (revoked or
+    /// expired), newest first: what the console lists, without loading
+    /// every task ever opened.
+    async fn recent_tasks(&self, ended: u32) -> Result<Vec<Task>, StoreError>;
     async fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError>;
     /// Sets the expiry to `ttl` from now; a revoked task cannot be extended.
     /// `by` names the operator for the audit trail.

@@ -567,6 +567,30 @@ async fn tasks_are_extended_and_served_again_as_the_cli_expects(store: &dyn Stor
     ));
     assert!(store.tasks().await.unwrap().iter().any(|t| t.id == task.id));
 
+    // What the console lists: every open task, and as many of the ended
+    // ones as asked for, newest first like the whole list.
+    let (open, _) = store.open_task(new_task(None, None)).await.unwrap();
+    let ids = |tasks: Vec<toolhost::store::Task>| -> Vec<String> {
+        tasks.into_iter().map(|t| t.id).collect()
+    };
+    let all = store.tasks().await.unwrap();
+    let at = toolhost::store::now();
+    let open_ones: Vec<String> = all
+        .iter()
+        .filter(|t| t.state(at) == TaskState::Open)
+        .map(|t| t.id.clone())
+        .collect();
+    assert!(open_ones.contains(&open.id) && !open_ones.contains(&task.id));
+    assert!(
+        all.len() > open_ones.len() + 1,
+        "the earlier tests ended some"
+    );
+    assert_eq!(ids(store.recent_tasks(0).await.unwrap()), open_ones);
+    let one_ended = ids(store.recent_tasks(1).await.unwrap());
+    assert_eq!(one_ended.len(), open_ones.len() + 1);
+    assert!(open_ones.iter().all(|id| one_ended.contains(id)));
+    assert_eq!(ids(store.recent_tasks(100_000).await.unwrap()), ids(all));
+
     // `serve --task ID`: created, re-opened with new grants, never over an
     // opened task, never after a revocation.
     let grants = vec!["notes_note_save".to_string()];

@@ -125,6 +125,29 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn recent_tasks(&self, ended: u32) -> Result<Vec<Task>, StoreError> {
+        // No index orders tasks by time: the ended ones are all read to
+        // keep the newest, so this gets a listing's time.
+        self.listed(async {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    &format!(
+                        "SELECT {TASK_COLUMNS} FROM task WHERE revoked_at IS NULL AND expires_at > $1 \
+                         UNION ALL SELECT * FROM (SELECT {TASK_COLUMNS} FROM task \
+                           WHERE revoked_at IS NOT NULL OR expires_at <= $1 \
+                           ORDER BY opened_at DESC, id LIMIT $2) AS ended \
+                         ORDER BY opened_at DESC, id"
+                    ),
+                    &[&now(), &i64::from(ended)],
+                )
+                .await
+                .map_err(|e| self.failed(e))?;
+            rows.iter().map(task_from_row).collect()
+        })
+        .await
+    }
+
     async fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
         self.answered(async {
             let mut client = self.client().await?;

@@ -225,6 +225,22 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn recent_tasks(&self, ended: u32) -> Result<Vec<Task>, StoreError> {
+        self.conn
+            .run(move |conn| -> Result<_, StoreError> {
+                let mut stmt = conn.prepare(&format!(
+                    "SELECT {TASK_COLUMNS} FROM task WHERE revoked_at IS NULL AND expires_at > ?1 \
+                     UNION ALL SELECT * FROM (SELECT {TASK_COLUMNS} FROM task \
+                       WHERE revoked_at IS NOT NULL OR expires_at <= ?1 \
+                       ORDER BY opened_at DESC, id LIMIT ?2) AS ended \
+                     ORDER BY opened_at DESC, id"
+                ))?;
+                let rows = stmt.query_map(params![now(), i64::from(ended)], task_from_row)?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await
+    }
+
     async fn revoke_task(&self, id: &str, by: &str) -> Result<Task, StoreError> {
         self.conn
             .run(|conn| -> Result<_, StoreError> {
