@@ -249,6 +249,67 @@ async fn an_approver_decides_in_the_browser_what_the_agent_asked_for() {
     drop(host);
 }
 
+/// The anonymous memory of process `pid`, in KiB (`RssAnon`: the heap and
+/// stacks, not the binary's pages, which the page cache decides).
+fn anonymous_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("RssAnon:"))
+        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Each password check works in 19 MiB (argon2id). Once glibc's malloc has
+/// seen a block that large freed it serves the next from its heap and
+/// keeps it, one per thread arena that hashed, unless the host gives the
+/// pages back.
+#[tokio::test]
+async fn signing_in_leaves_no_hash_memory_behind() {
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    add_operator(&m, "alice", "admin");
+    let host = http_env(
+        &m,
+        &["--admin", "127.0.0.1:0"],
+        &[("TOOLHOST_ADMIN_TOKEN", ADMIN_TOKEN)],
+    );
+    let console = host
+        .admin
+        .as_deref()
+        .unwrap()
+        .trim_end_matches("/v1")
+        .to_string();
+    toolhost::registry::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let sign_in = |password: &'static str| {
+        client
+            .post(format!("{console}/signin"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            // (Letters, digits and dashes need no escaping.)
+            .body(format!("name=alice&password={password}"))
+            .send()
+    };
+    // The first check also hashes the decoy for unknown names.
+    assert_eq!(sign_in("alice-password-123").await.unwrap().status(), 303);
+    let before = anonymous_kib(host.child.id());
+    for password in [
+        "alice-password-123",
+        "wrong-password-000",
+        "alice-password-123",
+    ] {
+        sign_in(password).await.unwrap();
+    }
+    let after = anonymous_kib(host.child.id());
+    assert!(
+        after < before + 8 * 1024,
+        "anonymous memory went from {before} to {after} KiB over three sign-ins"
+    );
+    drop(host);
+}
+
 /// A webhook receiver on loopback: answers 503 to the first post and 200
 /// to the rest, and keeps each post's headers and body.
 async fn receiver() -> (
