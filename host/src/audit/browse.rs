@@ -1,8 +1,10 @@
-//! Reading a trail from its newest end, for the console: the newest
-//! records through a filter, and one record by its seq. Both hold at most
-//! a chunk of a segment and the records they return, however long the
-//! trail has grown, and read no further back than they must. (`export`
-//! reads forwards, from the oldest record, for whole exports.)
+//! Reading a trail from its newest end: for the console, the newest
+//! records through a filter and one record by its seq; for `audit tail`,
+//! the last records (`Back`, and where following them begins); for
+//! `audit verify`, the replica a trail names. Each holds at most a chunk
+//! of a segment and the records it returns, however long the trail has
+//! grown, and reads no further back than it must. (`export` reads
+//! forwards, from the oldest record, for whole exports.)
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind};
@@ -92,12 +94,14 @@ impl Back {
     pub(super) fn open(state_dir: &Path) -> Result<Back, AuditError> {
         let dir = state_dir.join(trail::AUDIT_DIR);
         let older = trail::segments(&dir)?;
-        let first = older.first().copied().unwrap_or(1);
+        // Should every listed segment be gone by the time it is opened,
+        // following begins at the newest of them, where the writer goes on.
+        let newest = older.last().copied().unwrap_or(1);
         let mut back = Back {
             dir,
             older,
             lines: None,
-            end: (first, 0),
+            end: (newest, 0),
         };
         if let (Some(number), Some(lines)) = (back.open_older()?, &back.lines) {
             back.end = (number, lines.end);
