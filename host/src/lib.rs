@@ -15,6 +15,7 @@ pub mod cli;
 pub mod console;
 pub mod dispatch;
 pub mod gate;
+pub mod heap;
 pub mod inspect;
 pub mod lint;
 pub mod logs;

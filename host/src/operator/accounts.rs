@@ -85,27 +85,9 @@ pub fn verify_password(account: Option<&Account>, password: &str) -> bool {
         && hasher()
             .verify_password(password.as_bytes(), &parsed)
             .is_ok();
-    give_back_hash_memory();
+    // The 19 MiB the check worked in would otherwise stay with the host.
+    crate::heap::give_back_free_memory();
     matched && account.is_some()
-}
-
-/// Hands the 19 MiB a hash worked in back to the system. Once glibc's
-/// malloc has seen a block that large freed, it raises its mmap threshold
-/// past it, serves the next one from its heap and keeps the pages when it
-/// is freed: a serving host that signed anyone in twice would hold them
-/// (per thread arena that hashed) for the rest of its life. `malloc_trim`
-/// gives back free chunks inside every arena; it leaves the free end of a
-/// thread's heap, which the block is not, as the check's smaller
-/// allocations are made after it (`console::signing_in_leaves_no_hash_memory_behind`
-/// holds this to the glibc the tests run on).
-fn give_back_hash_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes no pointer and only gives free heap pages
-    // back; glibc takes each arena's lock while it does.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 /// A new account, checked and hashed.

@@ -381,14 +381,30 @@ impl Sandbox {
         let cell = self.cell(digest);
         cell.get_or_init(|| {
             let engine = self.runtime()?.engine;
-            match &self.cache {
-                Some(cache) => cache.load_or_compile(&engine, &self.key, bytes, digest),
-                None => Component::new(&engine, bytes).map(|c| (c, Origin::Compiled)),
-            }
-            .map_err(|e| format!("{e:#}"))
+            self.build(&engine, bytes, digest)
         })
         .clone()
         .map_err(SandboxError::Load)
+    }
+
+    /// The component for `bytes`, from the cache or compiled. Compiling a
+    /// large component takes hundreds of MiB for a few seconds, which the
+    /// allocator would otherwise keep (see `crate::heap`).
+    fn build(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &Sha256Digest,
+    ) -> Result<(Component, Origin), String> {
+        let built = match &self.cache {
+            Some(cache) => cache.load_or_compile(engine, &self.key, bytes, digest),
+            None => Component::new(engine, bytes).map(|c| (c, Origin::Compiled)),
+        }
+        .map_err(|e| format!("{e:#}"));
+        if !matches!(built, Ok((_, Origin::Cache))) {
+            crate::heap::give_back_free_memory();
+        }
+        built
     }
 
     /// As [`Sandbox::compile`], reading the component's bytes only when the
@@ -433,11 +449,7 @@ impl Sandbox {
                     "the component file now has sha256 {actual}, not the pinned {digest} it had at start; restart the host to load what is there (and vet it)"
                 ));
             }
-            match &self.cache {
-                Some(cache) => cache.load_or_compile(&engine, &self.key, &bytes, digest),
-                None => Component::new(&engine, &bytes).map(|c| (c, Origin::Compiled)),
-            }
-            .map_err(|e| format!("{e:#}"))
+            self.build(&engine, &bytes, digest)
         })
         .clone()
         .map_err(SandboxError::Load)

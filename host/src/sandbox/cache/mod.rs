@@ -209,11 +209,21 @@ impl ComponentCache {
             return Ok((component, Origin::Cache));
         }
         let code = engine.precompile_component(bytes)?;
-        if let Err(e) = self.write_entry(&key, &code) {
+        let written = self.write_entry(&key, &code);
+        if let Err(e) = &written {
             tracing::warn!(
                 "cannot store a compiled component in {}: {e}",
                 self.path.display()
             );
+        }
+        // Mapped from the entry just written, as a later start would map
+        // it: only the code that runs becomes resident, where loading from
+        // `code` would copy all of it (tens of MB for an interpreter) into
+        // memory the host keeps for its life.
+        if written.is_ok()
+            && let Some(component) = self.load(engine, &key)
+        {
+            return Ok((component, Origin::Compiled));
         }
         // SAFETY: `code` was produced just now by this engine's
         // `precompile_component`, which is what `deserialize` requires.
