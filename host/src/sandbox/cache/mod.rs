@@ -68,6 +68,12 @@ pub enum CacheError {
     },
 }
 
+/// What a host does when an entry it found cannot be used.
+const RECOMPILING: &str = "recompiling";
+/// What it does when the entry it has just written cannot be mapped (a
+/// cache on a `noexec` mount, say).
+const USING_MEMORY: &str = "using the code just compiled, from memory";
+
 /// A folder of compiled components, written and read by this host only.
 #[derive(Debug, Clone)]
 pub struct ComponentCache {
@@ -205,7 +211,7 @@ impl ComponentCache {
         digest: &Sha256Digest,
     ) -> wasmtime::Result<(Component, Origin)> {
         let key = entry_key(key, digest);
-        if let Some(component) = self.load(engine, &key) {
+        if let Some(component) = self.load(engine, &key, RECOMPILING) {
             return Ok((component, Origin::Cache));
         }
         let code = engine.precompile_component(bytes)?;
@@ -221,7 +227,7 @@ impl ComponentCache {
         // `code` would copy all of it (tens of MB for an interpreter) into
         // memory the host keeps for its life.
         if written.is_ok()
-            && let Some(component) = self.load(engine, &key)
+            && let Some(component) = self.load(engine, &key, USING_MEMORY)
         {
             return Ok((component, Origin::Compiled));
         }
@@ -240,7 +246,7 @@ impl ComponentCache {
         key: &EngineKey,
         digest: &Sha256Digest,
     ) -> Option<Component> {
-        self.load(engine, &entry_key(key, digest))
+        self.load(engine, &entry_key(key, digest), RECOMPILING)
     }
 
     /// Whether an entry for `digest` is there (it is verified when loaded).
@@ -386,7 +392,8 @@ impl ComponentCache {
         Some(bytes)
     }
 
-    fn load(&self, engine: &Engine, key: &str) -> Option<Component> {
+    /// `instead` says, in a refusal's warning, what the host does instead.
+    fn load(&self, engine: &Engine, key: &str, instead: &str) -> Option<Component> {
         let seal = String::from_utf8(self.read_entry(&format!("{key}.sha256"))?).ok()?;
         let code_name = format!("{key}.cwasm");
         let mut file = self.open_entry(&code_name)?;
@@ -395,7 +402,7 @@ impl ComponentCache {
         let shown = self.path.join(&code_name);
         if hex::encode(hasher.finalize()) != seal.trim() {
             tracing::warn!(
-                "compiled component {} does not match its recorded digest; recompiling",
+                "compiled component {} does not match its recorded digest; {instead}",
                 shown.display()
             );
             return None;
@@ -420,7 +427,7 @@ impl ComponentCache {
             Ok(component) => Some(component),
             Err(e) => {
                 tracing::warn!(
-                    "compiled component {} is unusable ({e:#}); recompiling",
+                    "compiled component {} is unusable ({e:#}); {instead}",
                     shown.display()
                 );
                 None
