@@ -7,15 +7,15 @@
 //! forwards, from the oldest record, for whole exports.)
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, ErrorKind};
+use std::io::{ErrorKind, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use super::AuditError;
-use super::export::Filter;
+use super::export::{Filter, Line, TrailCursor, stdout_error, written_at};
 use super::trail::{self, segment_name};
 
 /// Bytes read at a time when walking a segment backwards.
@@ -47,7 +47,7 @@ pub fn newest(state_dir: &Path, filter: &Filter, count: usize) -> Result<Newest,
         };
         if filter
             .since
-            .is_some_and(|since| written_before(&record, since))
+            .is_some_and(|since| written_at(&record).is_some_and(|at| at < since))
         {
             break;
         }
@@ -143,13 +143,63 @@ impl Back {
     }
 }
 
-/// Whether `record` was written before `at` (`false` if it gives no time).
-fn written_before(record: &Value, at: SystemTime) -> bool {
-    record
-        .get("time")
-        .and_then(Value::as_str)
-        .and_then(|time| humantime::parse_rfc3339(time).ok())
-        .is_some_and(|time| time < at)
+/// Prints the last `count` records of the trails under `state_dirs`
+/// (merged by time); with `follow`, keeps printing new ones as they are
+/// written, until the process is stopped. Each trail is read back from its
+/// end only as far as `count` records, however long it is.
+pub fn tail(
+    state_dirs: &[PathBuf],
+    count: usize,
+    follow: bool,
+    out: &mut dyn Write,
+) -> Result<(), AuditError> {
+    let mut cursors = Vec::with_capacity(state_dirs.len());
+    let mut last: Vec<Line> = Vec::new();
+    for dir in state_dirs {
+        let mut back = Back::open(dir)?;
+        // Following goes on from where reading back began: no record is
+        // missed or printed twice.
+        let (segment, offset) = back.end();
+        cursors.push(TrailCursor::at(dir, segment, offset));
+        let mut mine = Vec::new();
+        while mine.len() < count {
+            let Some(bytes) = back.next_line()? else {
+                break;
+            };
+            mine.extend(Line::parse(&bytes));
+        }
+        // Oldest first, so that records of one time keep their order.
+        last.extend(mine.into_iter().rev());
+    }
+    print_in_time_order(&mut last, count, out)?;
+    if !follow {
+        return Ok(());
+    }
+    loop {
+        let mut fresh = Vec::new();
+        for cursor in &mut cursors {
+            while let Some(line) = cursor.next_line()? {
+                fresh.push(line);
+            }
+        }
+        print_in_time_order(&mut fresh, usize::MAX, out)?;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Prints the newest `count` of `lines`, oldest first.
+fn print_in_time_order(
+    lines: &mut Vec<Line>,
+    count: usize,
+    out: &mut dyn Write,
+) -> Result<(), AuditError> {
+    // Stable: records of one trail with the same time keep their order.
+    lines.sort_by(|a, b| a.time.cmp(&b.time));
+    let skip = lines.len().saturating_sub(count);
+    for line in lines.drain(..).skip(skip) {
+        writeln!(out, "{}", line.text).map_err(stdout_error)?;
+    }
+    out.flush().map_err(stdout_error)
 }
 
 /// The record numbered `seq` in the trail under `state_dir`, if it has
@@ -158,39 +208,23 @@ fn written_before(record: &Value, at: SystemTime) -> bool {
 pub fn find(state_dir: &Path, seq: u64) -> Result<Option<Value>, AuditError> {
     let dir = state_dir.join(trail::AUDIT_DIR);
     for number in trail::segments(&dir)?.into_iter().rev() {
-        let path = dir.join(segment_name(number));
-        let Some(file) = open_segment(&path)? else {
-            continue;
-        };
-        let mut reader = BufReader::new(file);
+        let mut lines = TrailCursor::at(state_dir, number, 0);
         let mut starts_at_or_before = false;
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let read = reader
-                .read_until(b'\n', &mut line)
-                .map_err(AuditError::io_at(&path))?;
-            // The end, or a line still being written.
-            if read == 0 || line.last() != Some(&b'\n') {
-                break;
-            }
-            let Ok(record) = serde_json::from_slice::<Value>(&line) else {
-                continue;
-            };
-            let Some(at) = record.get("seq").and_then(Value::as_u64) else {
+        while let Some(line) = lines.next_line()? {
+            let Some(at) = line.record.get("seq").and_then(Value::as_u64) else {
                 continue;
             };
             if at == seq {
-                return Ok(Some(record));
+                return Ok(Some(line.record));
             }
+            // Past it (in this segment or, read on into, a later one).
             if at > seq {
                 break;
             }
             starts_at_or_before = true;
         }
         if starts_at_or_before {
-            // Later records of this segment are past `seq`; earlier
-            // segments are before it.
+            // Earlier segments are before `seq`.
             return Ok(None);
         }
     }
@@ -289,21 +323,22 @@ impl Backwards {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use std::fs;
+    use std::time::SystemTime;
 
     use serde_json::json;
 
     use super::*;
 
     /// When record `seq` of a test trail was written: a second apart.
-    pub(in crate::audit) fn time_of(seq: u64) -> SystemTime {
+    fn time_of(seq: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_780_000_000 + seq)
     }
 
     /// A trail of `segments` segments of `per_segment` records each, seq
     /// from 1, tool `even` or `odd` by seq.
-    pub(in crate::audit) fn trail(segments: u32, per_segment: u64) -> tempfile::TempDir {
+    fn trail(segments: u32, per_segment: u64) -> tempfile::TempDir {
         let state = tempfile::tempdir().unwrap();
         let dir = state.path().join(trail::AUDIT_DIR);
         fs::create_dir(&dir).unwrap();
@@ -323,6 +358,18 @@ pub(super) mod tests {
             fs::write(dir.join(segment_name(number)), text).unwrap();
         }
         state
+    }
+
+    /// Replaces segment `number` with one that fails when read: a
+    /// directory, with an entry so that every filesystem gives it a size.
+    fn make_unreadable(state: &tempfile::TempDir, number: u32) {
+        let segment = state
+            .path()
+            .join(trail::AUDIT_DIR)
+            .join(segment_name(number));
+        fs::remove_file(&segment).unwrap();
+        fs::create_dir(&segment).unwrap();
+        fs::write(segment.join("entry"), "x").unwrap();
     }
 
     fn seqs(records: &[Value]) -> Vec<u64> {
@@ -358,14 +405,9 @@ pub(super) mod tests {
     #[test]
     fn reading_stops_once_the_newest_matches_are_found() {
         let state = trail(3, 100);
-        // An oldest segment that cannot be read: a view that finds its
-        // records in the newer ones never touches it.
-        // (A directory with an entry, so that every filesystem gives it a
-        // size to read.)
-        let oldest = state.path().join(trail::AUDIT_DIR).join(segment_name(1));
-        fs::remove_file(&oldest).unwrap();
-        fs::create_dir(&oldest).unwrap();
-        fs::write(oldest.join("entry"), "x").unwrap();
+        // A view that finds its records in the newer segments never
+        // touches the oldest.
+        make_unreadable(&state, 1);
         let found = newest(state.path(), &Filter::default(), 150).unwrap();
         assert_eq!(seqs(&found.records), (151..=300).rev().collect::<Vec<_>>());
         assert!(found.more);
@@ -436,5 +478,54 @@ pub(super) mod tests {
         assert_eq!(find(state.path(), 75).unwrap(), None);
         assert_eq!(find(state.path(), 125).unwrap().unwrap()["seq"], 125);
         assert_eq!(find(state.path(), 25).unwrap().unwrap()["seq"], 25);
+    }
+
+    /// The seqs of printed records, one per line.
+    fn printed_seqs(text: &[u8]) -> Vec<u64> {
+        let records: Vec<Value> = String::from_utf8_lossy(text)
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        seqs(&records)
+    }
+
+    #[test]
+    fn tail_prints_the_newest_records_reading_back_only_as_far_as_them() {
+        let state = trail(3, 100);
+        make_unreadable(&state, 1);
+        let mut out = Vec::new();
+        tail(&[state.path().to_path_buf()], 150, false, &mut out).unwrap();
+        assert_eq!(printed_seqs(&out), (151..=300).collect::<Vec<_>>());
+        let mut out = Vec::new();
+        tail(&[state.path().to_path_buf()], 0, false, &mut out).unwrap();
+        assert!(out.is_empty());
+        assert!(tail(&[state.path().to_path_buf()], 201, false, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn tail_merges_trails_by_time_and_keeps_the_order_of_equal_times() {
+        let one = trail(2, 10);
+        let two = tempfile::tempdir().unwrap();
+        let dir = two.path().join(trail::AUDIT_DIR);
+        fs::create_dir(&dir).unwrap();
+        // Three records of one time, later than all of the first trail's.
+        let lines: String = (1..=3)
+            .map(|seq| {
+                format!(
+                    "{{\"seq\":{},\"time\":\"2030-01-01T00:00:00Z\"}}\n",
+                    100 + seq
+                )
+            })
+            .collect();
+        fs::write(dir.join(segment_name(1)), lines).unwrap();
+        let mut out = Vec::new();
+        tail(
+            &[one.path().to_path_buf(), two.path().to_path_buf()],
+            5,
+            false,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(printed_seqs(&out), vec![19, 20, 101, 102, 103]);
     }
 }

@@ -1,15 +1,16 @@
-//! Reading the trail back: `toolhost audit export` and `toolhost audit tail`.
-//! Neither checks the chain; that is `verify`'s job.
+//! Reading the trail forwards: `toolhost audit export`, and the cursor and
+//! records `browse` reads on with.
+//! Nothing here checks the chain; that is `verify`'s job.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use serde_json::Value;
 
+use super::AuditError;
 use super::trail::{self, segment_name};
-use super::{AuditError, browse};
 
 /// Which records an export keeps. Every given filter must match.
 #[derive(Debug, Default, Clone)]
@@ -27,7 +28,7 @@ impl Filter {
     pub fn matches(&self, record: &Value) -> bool {
         let field = |name: &str| record.get(name).and_then(Value::as_str);
         if self.since.is_some() || self.until.is_some() {
-            let Some(time) = field("time").and_then(|t| humantime::parse_rfc3339(t).ok()) else {
+            let Some(time) = written_at(record) else {
                 return false;
             };
             if self.since.is_some_and(|since| time < since)
@@ -46,6 +47,12 @@ impl Filter {
             && wants(&self.risk, "risk")
             && wants(&self.outcome, "outcome")
     }
+}
+
+/// When `record` was written, if it says.
+pub(super) fn written_at(record: &Value) -> Option<SystemTime> {
+    let time = record.get("time")?.as_str()?;
+    humantime::parse_rfc3339(time).ok()
 }
 
 /// Output format of an export.
@@ -146,15 +153,15 @@ pub fn export(
 }
 
 /// One record as read back: its text, parsed, and its time for merging.
-struct Line {
-    text: String,
-    record: Value,
-    time: String,
+pub(super) struct Line {
+    pub(super) text: String,
+    pub(super) record: Value,
+    pub(super) time: String,
 }
 
 impl Line {
     /// A stored line, without its newline; `None` if it is not a record.
-    fn parse(bytes: &[u8]) -> Option<Line> {
+    pub(super) fn parse(bytes: &[u8]) -> Option<Line> {
         let text = String::from_utf8_lossy(bytes).into_owned();
         let record = serde_json::from_str::<Value>(&text).ok()?;
         let time = record["time"].as_str().unwrap_or_default().to_string();
@@ -165,7 +172,7 @@ impl Line {
 /// A reading position in one trail: a segment and an offset in it. Only
 /// whole lines are returned; a line still being written is read once it
 /// is complete.
-struct TrailCursor {
+pub(super) struct TrailCursor {
     dir: PathBuf,
     segment: u32,
     offset: u64,
@@ -184,7 +191,7 @@ impl TrailCursor {
     }
 
     /// At `offset` in segment `segment`, the start of a line.
-    fn at(state_dir: &Path, segment: u32, offset: u64) -> TrailCursor {
+    pub(super) fn at(state_dir: &Path, segment: u32, offset: u64) -> TrailCursor {
         TrailCursor {
             dir: state_dir.join(trail::AUDIT_DIR),
             segment,
@@ -206,7 +213,7 @@ impl TrailCursor {
     }
 
     /// The next whole record, or `None` at the end of what is written.
-    fn next_line(&mut self) -> Result<Option<Line>, AuditError> {
+    pub(super) fn next_line(&mut self) -> Result<Option<Line>, AuditError> {
         loop {
             let path = self.dir.join(segment_name(self.segment));
             if self.reader.is_none() {
@@ -293,132 +300,9 @@ fn csv_error(path: &Path, e: csv::Error) -> AuditError {
     }
 }
 
-fn stdout_error(source: std::io::Error) -> AuditError {
+pub(super) fn stdout_error(source: std::io::Error) -> AuditError {
     AuditError::Io {
         path: PathBuf::from("<stdout>"),
         source,
-    }
-}
-
-/// Prints the last `count` records of the trails under `state_dirs`
-/// (merged by time); with `follow`, keeps printing new ones as they are
-/// written, until the process is stopped. Each trail is read back from its
-/// end only as far as `count` records, however long it is.
-pub fn tail(
-    state_dirs: &[PathBuf],
-    count: usize,
-    follow: bool,
-    out: &mut dyn Write,
-) -> Result<(), AuditError> {
-    let mut cursors = Vec::with_capacity(state_dirs.len());
-    let mut last: Vec<Line> = Vec::new();
-    for dir in state_dirs {
-        let mut back = browse::Back::open(dir)?;
-        // Following goes on from where reading back began: no record is
-        // missed or printed twice.
-        let (segment, offset) = back.end();
-        cursors.push(TrailCursor::at(dir, segment, offset));
-        let mut mine = Vec::new();
-        while mine.len() < count {
-            let Some(bytes) = back.next_line()? else {
-                break;
-            };
-            mine.extend(Line::parse(&bytes));
-        }
-        // Oldest first, so that records of one time keep their order.
-        last.extend(mine.into_iter().rev());
-    }
-    print_in_time_order(&mut last, count, out)?;
-    if !follow {
-        return Ok(());
-    }
-    loop {
-        let mut fresh = Vec::new();
-        for cursor in &mut cursors {
-            while let Some(line) = cursor.next_line()? {
-                fresh.push(line);
-            }
-        }
-        print_in_time_order(&mut fresh, usize::MAX, out)?;
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Prints the newest `count` of `lines`, oldest first.
-fn print_in_time_order(
-    lines: &mut Vec<Line>,
-    count: usize,
-    out: &mut dyn Write,
-) -> Result<(), AuditError> {
-    // Stable: records of one trail with the same time keep their order.
-    lines.sort_by(|a, b| a.time.cmp(&b.time));
-    let skip = lines.len().saturating_sub(count);
-    for line in lines.drain(..).skip(skip) {
-        writeln!(out, "{}", line.text).map_err(stdout_error)?;
-    }
-    out.flush().map_err(stdout_error)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::fs;
-
-    use super::*;
-    use crate::audit::browse::tests::trail;
-
-    fn seqs(text: &[u8]) -> Vec<u64> {
-        String::from_utf8_lossy(text)
-            .lines()
-            .map(|line| {
-                serde_json::from_str::<Value>(line).unwrap()["seq"]
-                    .as_u64()
-                    .unwrap()
-            })
-            .collect()
-    }
-
-    #[test]
-    fn tail_prints_the_newest_records_reading_back_only_as_far_as_them() {
-        let state = trail(3, 100);
-        // An oldest segment that cannot be read (a directory, with an
-        // entry so that every filesystem gives it a size).
-        let oldest = state.path().join(trail::AUDIT_DIR).join(segment_name(1));
-        fs::remove_file(&oldest).unwrap();
-        fs::create_dir(&oldest).unwrap();
-        fs::write(oldest.join("entry"), "x").unwrap();
-        let mut out = Vec::new();
-        tail(&[state.path().to_path_buf()], 150, false, &mut out).unwrap();
-        assert_eq!(seqs(&out), (151..=300).collect::<Vec<_>>());
-        let mut out = Vec::new();
-        tail(&[state.path().to_path_buf()], 0, false, &mut out).unwrap();
-        assert!(out.is_empty());
-        assert!(tail(&[state.path().to_path_buf()], 201, false, &mut Vec::new()).is_err());
-    }
-
-    #[test]
-    fn tail_merges_trails_by_time_and_keeps_the_order_of_equal_times() {
-        let one = trail(2, 10);
-        let two = tempfile::tempdir().unwrap();
-        let dir = two.path().join(trail::AUDIT_DIR);
-        fs::create_dir(&dir).unwrap();
-        // Three records of one time, later than all of the first trail's.
-        let lines: String = (1..=3)
-            .map(|seq| {
-                format!(
-                    "{{\"seq\":{},\"time\":\"2030-01-01T00:00:00Z\"}}\n",
-                    100 + seq
-                )
-            })
-            .collect();
-        fs::write(dir.join(segment_name(1)), lines).unwrap();
-        let mut out = Vec::new();
-        tail(
-            &[one.path().to_path_buf(), two.path().to_path_buf()],
-            5,
-            false,
-            &mut out,
-        )
-        .unwrap();
-        assert_eq!(seqs(&out), vec![19, 20, 101, 102, 103]);
     }
 }

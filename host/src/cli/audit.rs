@@ -126,7 +126,7 @@ pub(super) async fn audit_command(args: AuditArgs) -> anyhow::Result<()> {
         }
         AuditCommand::Tail { lines, follow } => {
             let stdout = std::io::stdout();
-            audit::export::tail(&trails, lines, follow, &mut stdout.lock())?;
+            audit::browse::tail(&trails, lines, follow, &mut stdout.lock())?;
             Ok(())
         }
         AuditCommand::Key => {

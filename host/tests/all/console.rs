@@ -84,12 +84,7 @@ async fn an_approver_decides_in_the_browser_what_the_agent_asked_for() {
             ("TOOLHOST_METRICS_TOKEN", METRICS_TOKEN),
         ],
     );
-    let console = host
-        .admin
-        .as_deref()
-        .unwrap()
-        .trim_end_matches("/v1")
-        .to_string();
+    let console = console_of(&host);
 
     let run = tokio::process::Command::new(python)
         .arg(&script)
@@ -249,6 +244,12 @@ async fn an_approver_decides_in_the_browser_what_the_agent_asked_for() {
     drop(host);
 }
 
+/// Where `host`'s console is: the admin listener's root.
+fn console_of(host: &HttpHost) -> String {
+    let admin = host.admin.as_deref().expect("the admin listener is on");
+    admin.trim_end_matches("/v1").to_string()
+}
+
 /// The anonymous memory of process `pid`, in KiB (`RssAnon`: the heap and
 /// stacks, not the binary's pages, which the page cache decides).
 fn anonymous_kib(pid: u32) -> u64 {
@@ -273,12 +274,7 @@ async fn signing_in_leaves_no_hash_memory_behind() {
         &["--admin", "127.0.0.1:0"],
         &[("TOOLHOST_ADMIN_TOKEN", ADMIN_TOKEN)],
     );
-    let console = host
-        .admin
-        .as_deref()
-        .unwrap()
-        .trim_end_matches("/v1")
-        .to_string();
+    let console = console_of(&host);
     toolhost::registry::install_crypto_provider();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
