@@ -11,8 +11,14 @@
 //! each answer is written by the task rmcp sends it from. Every hand-over
 //! between tasks costs a wake-up (and often a thread switch), and those were
 //! the largest share of what a call cost the server.
+//!
+//! A client that sends faster than it reads its answers is held back: while
+//! [`BACKLOG_ANSWERS`] answers, or [`BACKLOG_BYTES`] of them, wait to be
+//! written, no further request is read (see [`Backlog`]). Without that, one
+//! that never read stdout made its host hold every answer in memory.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rmcp::ServiceExt;
 use rmcp::model::{
@@ -25,12 +31,20 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
 use super::{Binding, McpCatalog, McpSession};
 use crate::dispatch::Toolhost;
+
+/// Answers waiting to be written at which reading stops until some are
+/// out. Far above what a client that reads as it sends leaves waiting (a
+/// write takes microseconds), far below what would weigh on the host.
+pub const BACKLOG_ANSWERS: usize = 64;
+/// Bytes of answers waiting to be written at which reading stops: a few
+/// large tool results count as much as many small answers.
+pub const BACKLOG_BYTES: usize = 4 << 20;
 
 /// Serves one MCP session on stdin/stdout until stdin closes, for `task`
 /// (if any).
@@ -85,6 +99,7 @@ pub async fn serve_on(
         frame: FrameReader::new(max_message_bytes),
         seen_request: false,
         output: Arc::new(Mutex::new(Sink::new(output))),
+        backlog: Arc::new(Backlog::default()),
         replies: replies.clone(),
         error_reply: None,
     };
@@ -119,6 +134,8 @@ struct LineTransport<R, W> {
     seen_request: bool,
     /// Shared by every write so that lines never interleave.
     output: Arc<Mutex<Sink<W>>>,
+    /// The answers not yet written, which hold the reading back.
+    backlog: Arc<Backlog>,
     /// Where the error answers to malformed lines are written from.
     replies: TaskTracker,
     /// The error answer being written, if any: the next one waits for it,
@@ -139,12 +156,15 @@ where
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let output = self.output.clone();
+        // Counted now, before rmcp's loop can ask for the next request.
+        let mut waiting = Backlog::enter(&self.backlog);
         // rmcp runs this future on a task of its own: the answer is
         // serialised there, off the loop that reads the next request.
         async move {
             let mut line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
             drop(item);
             line.push(b'\n');
+            waiting.weigh(line.len());
             write_line(&output, &line).await
         }
     }
@@ -160,6 +180,7 @@ where
                 }
                 self.error_reply = None;
             }
+            self.backlog.room().await;
             let outcome = match self.frame.next(&mut self.input).await {
                 Ok(Frame::Eof) => return None,
                 Ok(Frame::Line) => classify(self.frame.line()),
@@ -204,6 +225,79 @@ where
             let _ = writing.await;
         }
         Ok(())
+    }
+}
+
+/// The answers handed to the transport and not yet written, in number and
+/// bytes. rmcp gives each answer to a task of its own as soon as its
+/// handler returns, whether or not the client reads, so this is where the
+/// pile-up is seen; the reading waits for [`Backlog::room`] before each
+/// frame. Requests already being handled still answer, so the pile stops
+/// a little above the limits, bounded by the calls that may be in flight.
+#[derive(Default)]
+struct Backlog {
+    answers: AtomicUsize,
+    bytes: AtomicUsize,
+    /// Set while the reading waits, so that a written answer wakes it only
+    /// then (a wake-up costs more than the check).
+    reader_waiting: AtomicBool,
+    written: Notify,
+}
+
+impl Backlog {
+    /// Counts one more answer waiting, until the returned guard is dropped
+    /// (written, failed or given up).
+    fn enter(backlog: &Arc<Backlog>) -> Waiting {
+        backlog.answers.fetch_add(1, Ordering::SeqCst);
+        Waiting {
+            backlog: backlog.clone(),
+            bytes: 0,
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.answers.load(Ordering::SeqCst) >= BACKLOG_ANSWERS
+            || self.bytes.load(Ordering::SeqCst) >= BACKLOG_BYTES
+    }
+
+    /// Returns once the backlog is below both limits. Cancel-safe.
+    async fn room(&self) {
+        while self.full() {
+            let written = self.written.notified();
+            tokio::pin!(written);
+            // Registered before the flag is raised and the backlog looked
+            // at again, so an answer written in between is not missed.
+            written.as_mut().enable();
+            self.reader_waiting.store(true, Ordering::SeqCst);
+            if self.full() {
+                written.await;
+            }
+            self.reader_waiting.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// One answer's place in the [`Backlog`].
+struct Waiting {
+    backlog: Arc<Backlog>,
+    bytes: usize,
+}
+
+impl Waiting {
+    /// Adds the answer's size, once it is serialised.
+    fn weigh(&mut self, bytes: usize) {
+        self.backlog.bytes.fetch_add(bytes, Ordering::SeqCst);
+        self.bytes += bytes;
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.backlog.bytes.fetch_sub(self.bytes, Ordering::SeqCst);
+        self.backlog.answers.fetch_sub(1, Ordering::SeqCst);
+        if self.backlog.reader_waiting.load(Ordering::SeqCst) {
+            self.backlog.written.notify_waiters();
+        }
     }
 }
 

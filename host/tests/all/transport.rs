@@ -522,6 +522,79 @@ async fn stdio_leaves_the_pipes_it_was_given_blocking() {
     client.cancel().await.unwrap();
 }
 
+/// A client that sends without reading its answers is held back: the host
+/// stops reading once answers pile up unwritten, rather than holding them
+/// all in memory, and every answer still comes once the client reads.
+#[test]
+fn stdio_stops_reading_while_its_answers_are_not_read() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const SENT: usize = 5_000;
+    let m = manifest(vec![PluginEntry::helpdesk()]);
+    let mut child = toolhost()
+        .args(["serve", "--stdio", "--manifest"])
+        .arg(&m.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, "{INITIALIZE}").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("protocolVersion"), "{line}");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+
+    // Each request in one write, counted once the pipe took it.
+    let written = Arc::new(AtomicUsize::new(0));
+    let writer = std::thread::spawn({
+        let written = written.clone();
+        move || {
+            for id in 2..SENT + 2 {
+                let request = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
+                stdin.write_all(format!("{request}\n").as_bytes()).unwrap();
+                written.fetch_add(1, Ordering::SeqCst);
+            }
+            // Closing stdin lets the host end once everything is answered.
+        }
+    });
+    // Wait for the writing to stall: the pipes are full and the host
+    // reads no more.
+    let mut last = usize::MAX;
+    for _ in 0..600 {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = written.load(Ordering::SeqCst);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    // What the client wrote includes what stdin's pipe holds (about 1 300
+    // of these requests); the host itself reads about 250.
+    assert!(
+        last < SENT / 2,
+        "the host read {last} of {SENT} requests whose answers nobody read"
+    );
+
+    // Once the client reads, every request is answered, each once.
+    let mut answered = vec![false; SENT + 2];
+    for line in stdout.lines() {
+        let reply: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let id = reply["id"].as_u64().expect("an answer to a request") as usize;
+        assert!(reply["result"]["tools"].is_array(), "{reply}");
+        assert!(!std::mem::replace(&mut answered[id], true), "{id} twice");
+    }
+    writer.join().unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(answered[2..].iter().all(|&a| a), "every request answered");
+}
+
 #[tokio::test]
 async fn an_http_host_keeps_serving_when_nobody_reads_its_stdout() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
