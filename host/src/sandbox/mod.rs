@@ -6,10 +6,12 @@
 
 mod bindings;
 mod cache;
+mod files;
 mod state;
 
 pub use bindings::{CallContext, ToolError, ToolSpec};
 pub use cache::{CacheError, ComponentCache, Described, DescribedTool, FileStamp, Origin};
+pub use files::{OPEN_FILES, OpenFiles};
 pub use state::{GrantedDir, PluginShared};
 
 use std::collections::HashMap;
@@ -189,6 +191,8 @@ impl Runtime {
         // A std guest imports the WASI p2 interfaces even when it uses none of
         // them; the context behind them grants nothing (see state.rs).
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(load_error)?;
+        // Open files are counted per plugin, not only per instance.
+        files::count_in(&mut linker).map_err(load_error)?;
         // Outbound HTTP, every request through the network gate's hooks.
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(load_error)?;
         Plugin::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)

@@ -7,7 +7,7 @@
 //! the plugin's stdout and stderr go to the host log, and wasi:http goes
 //! through the network gate.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -23,6 +23,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Level, toolhost::plugin};
+use super::files::OpenFiles;
 use crate::gate::{Egress, Gate};
 use crate::manifest::{FileMode, Limits, PluginName};
 use crate::redact::Redactor;
@@ -57,6 +58,8 @@ pub struct PluginShared {
     pub gate: Arc<Gate>,
     /// The host directories it may see.
     pub files: Vec<GrantedDir>,
+    /// The files its instances hold open (see `files.rs`).
+    pub open_files: OpenFiles,
 }
 
 /// A `files` grant's directory, opened once when the catalog loads. Each
@@ -101,8 +104,14 @@ pub struct PluginState {
     http: WasiHttpCtx,
     pub(super) egress: Egress,
     table: ResourceTable,
-    shared: Arc<PluginShared>,
+    pub(super) shared: Arc<PluginShared>,
     log: LogSink,
+    /// The descriptors this instance opened that count among its plugin's
+    /// open files, by their handle.
+    pub(super) opened_files: HashSet<u32>,
+    /// Whether a refused open has been logged for this instance (once is
+    /// enough, and a plugin must not be able to fill the log).
+    files_refusal_logged: bool,
     /// Set when the guest asked for more memory than its limit allows, so a
     /// resulting trap is reported as `out_of_memory`, not as a crash.
     pub(super) memory_exceeded: bool,
@@ -158,11 +167,25 @@ impl PluginState {
             table,
             shared,
             log,
+            opened_files: HashSet::new(),
+            files_refusal_logged: false,
             memory_exceeded: false,
             memory_bytes: 0,
             deadline: Instant::now(),
             fuel_metered: false,
         })
+    }
+
+    /// Logs, once per instance, that an open was refused because the
+    /// plugin holds all its open files.
+    pub(super) fn files_refused(&mut self) {
+        if !std::mem::replace(&mut self.files_refusal_logged, true) {
+            tracing::warn!(
+                plugin = %self.shared.name,
+                "the plugin holds {} open files over its instances; an open was refused with `quota`",
+                super::files::OPEN_FILES
+            );
+        }
     }
 
     pub(super) fn shared_limits(&self) -> Limits {
@@ -174,6 +197,15 @@ impl PluginState {
         self.deadline = deadline;
         self.memory_exceeded = false;
         self.log.budget.store(self.log.limit, Ordering::Relaxed);
+    }
+}
+
+impl Drop for PluginState {
+    /// The instance's table closes what it still holds; its places are
+    /// given back with it.
+    fn drop(&mut self) {
+        let held = u32::try_from(self.opened_files.len()).expect("at most MAX_HANDLES");
+        self.shared.open_files.give_back(held);
     }
 }
 

@@ -678,3 +678,65 @@ async fn a_plugin_hoarding_handles_is_stopped_at_its_bound() {
     ok(&client, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
     client.cancel().await.unwrap();
 }
+
+/// Files held open count per plugin, over all its instances: sessions that
+/// each keep files open share the plugin's places, an open beyond them
+/// fails (the plugin sees an error it can handle, not a trap), and a
+/// session's places come back when it closes.
+#[tokio::test]
+async fn files_are_counted_per_plugin() {
+    let m = hostile_manifest();
+    let host = http(&m, &[]);
+    let first = connect(&host.url).await;
+    let second = connect(&host.url).await;
+    let third = connect(&host.url).await;
+    // A file closed gives its place back at once.
+    let read = json!({ "fault": "read-file", "path": "/kb/readme.txt" });
+    for _ in 0..3 {
+        let body = content(&call(&first, "fixture_fault_run", read.clone()).await);
+        assert!(body.to_string().contains("granted text"), "{body}");
+    }
+    assert_eq!(keep(&first).await["held"], 2_000);
+    assert_eq!(keep(&second).await["held"], 2_000);
+    // 96 places are left, which no single instance's handle bound stops.
+    let refused = keep(&third).await;
+    assert_eq!(refused["opened"], 96, "{refused}");
+    let error = refused["error"].as_str().expect("the open failed");
+    assert!(error.to_lowercase().contains("quota"), "{error}");
+    let descriptors = || {
+        std::fs::read_dir(format!("/proc/{}/fd", host.child.id()))
+            .unwrap()
+            .count()
+    };
+    assert!(descriptors() < 4_096 + 200, "{} open", descriptors());
+    let body = content(&call(&second, "fixture_fault_run", read.clone()).await);
+    assert!(body.to_string().to_lowercase().contains("quota"), "{body}");
+
+    // The first session's instance goes with it, and its places with that.
+    first.cancel().await.unwrap();
+    let mut again = Value::Null;
+    for _ in 0..100 {
+        again = keep(&third).await;
+        if again["opened"] != 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(again["opened"], 2_000, "{again}");
+    assert_eq!(again["held"], 2_096, "{again}");
+    ok(&second, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+}
+
+/// Has the fixture open its granted file up to 2 000 more times and keep
+/// the handles; what it reports.
+async fn keep(client: &Client) -> Value {
+    let kept = call(
+        client,
+        "fixture_fault_run",
+        json!({ "fault": "keep-files", "path": "/kb/readme.txt" }),
+    )
+    .await;
+    let body = content(&kept);
+    assert_eq!(kept.is_error, Some(false), "{body}");
+    body
+}
