@@ -236,6 +236,11 @@ fn granted_directories(
     let canonical =
         |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let state_dir = canonical(&manifest.state_dir);
+    // Where state_dir is or will be made: its nearest existing folder.
+    let state_device = state_dir
+        .ancestors()
+        .find_map(|dir| std::fs::metadata(dir).ok())
+        .map(|m| std::os::unix::fs::MetadataExt::dev(&m));
     let cache = cache.map(canonical);
     let mut protected = vec![canonical(&manifest.path)];
     protected.extend(manifest.secrets_file.as_deref().map(canonical));
@@ -292,6 +297,15 @@ fn granted_directories(
                     "files: {shown} overlaps {} (granted to plugin `{owner}`) and one of them is writable; grant directories that do not contain each other",
                     other.display()
                 ));
+            }
+            if grant.mode == FileMode::Rw && opened.device().is_some_and(|d| Some(d) == state_device) {
+                // Not refused: many hosts have one filesystem. The operator
+                // is told what is at stake.
+                tracing::warn!(
+                    plugin = %decl.name,
+                    "files: {shown} is writable by the plugin and on the same filesystem as state_dir {}: a plugin that fills it stops the audit trail and the store too; give the directory a filesystem of its own or a quota",
+                    state_dir.display()
+                );
             }
             grants.push(opened);
             Ok(())

@@ -268,12 +268,28 @@ impl Backlog {
             // Registered before the flag is raised and the backlog looked
             // at again, so an answer written in between is not missed.
             written.as_mut().enable();
-            self.reader_waiting.store(true, Ordering::SeqCst);
+            let _waiting = ReaderWaiting::raise(&self.reader_waiting);
             if self.full() {
                 written.await;
             }
-            self.reader_waiting.store(false, Ordering::SeqCst);
         }
+    }
+}
+
+/// The reader's flag in a [`Backlog`], lowered again however the wait
+/// ends: rmcp drops the reading whenever another event comes first.
+struct ReaderWaiting<'a>(&'a AtomicBool);
+
+impl ReaderWaiting<'_> {
+    fn raise(flag: &AtomicBool) -> ReaderWaiting<'_> {
+        flag.store(true, Ordering::SeqCst);
+        ReaderWaiting(flag)
+    }
+}
+
+impl Drop for ReaderWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
 

@@ -7,7 +7,7 @@
 //! the plugin's stdout and stderr go to the host log, and wasi:http goes
 //! through the network gate.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -23,7 +23,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Level, toolhost::plugin};
-use super::files::OpenFiles;
+use super::files::{InstanceFiles, OpenFiles};
 use crate::gate::{Egress, Gate};
 use crate::manifest::{FileMode, Limits, PluginName};
 use crate::redact::Redactor;
@@ -92,6 +92,12 @@ impl GrantedDir {
         })
     }
 
+    /// The filesystem (device) the directory is on, if it can be read.
+    pub fn device(&self) -> Option<u64> {
+        use cap_std::fs::MetadataExt;
+        self.dir.dir_metadata().ok().map(|m| m.dev())
+    }
+
     /// A path that opens the directory held, wherever it is now.
     fn held(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
@@ -106,9 +112,8 @@ pub struct PluginState {
     table: ResourceTable,
     pub(super) shared: Arc<PluginShared>,
     log: LogSink,
-    /// The descriptors this instance opened that count among its plugin's
-    /// open files, by their handle.
-    pub(super) opened_files: HashSet<u32>,
+    /// The files this instance holds places for among its plugin's.
+    pub(super) held_files: InstanceFiles,
     /// Whether a refused open has been logged for this instance (once is
     /// enough, and a plugin must not be able to fill the log).
     files_refusal_logged: bool,
@@ -167,7 +172,7 @@ impl PluginState {
             table,
             shared,
             log,
-            opened_files: HashSet::new(),
+            held_files: InstanceFiles::default(),
             files_refusal_logged: false,
             memory_exceeded: false,
             memory_bytes: 0,
@@ -204,8 +209,7 @@ impl Drop for PluginState {
     /// The instance's table closes what it still holds; its places are
     /// given back with it.
     fn drop(&mut self) {
-        let held = u32::try_from(self.opened_files.len()).expect("at most MAX_HANDLES");
-        self.shared.open_files.give_back(held);
+        self.held_files.close_all(&self.shared);
     }
 }
 

@@ -493,6 +493,15 @@ fn directories_that_expose_the_host_or_each_other_are_refused() {
         refusal("shared").is_none() && refusal("again").is_none(),
         "{log}"
     );
+    // A writable grant beside state_dir is served, with a warning; a
+    // read-only one gets none.
+    let beside = |plugin: &str| {
+        log.lines().any(|l| {
+            l.contains("same filesystem as state_dir") && l.contains(&format!("plugin={plugin}"))
+        })
+    };
+    assert!(beside("data"), "{log}");
+    assert!(!beside("shared"), "{log}");
 }
 
 #[tokio::test]
@@ -685,7 +694,7 @@ async fn a_plugin_hoarding_handles_is_stopped_at_its_bound() {
 /// session's places come back when it closes.
 #[tokio::test]
 async fn files_are_counted_per_plugin() {
-    let m = hostile_manifest();
+    let m = files_manifest();
     let host = http(&m, &[]);
     let first = connect(&host.url).await;
     let second = connect(&host.url).await;
@@ -725,6 +734,47 @@ async fn files_are_counted_per_plugin() {
     assert_eq!(again["opened"], 2_000, "{again}");
     assert_eq!(again["held"], 2_096, "{again}");
     ok(&second, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+}
+
+/// A file whose descriptor is dropped while a stream of it lives is still
+/// open in the host, so it keeps its place until the stream goes too.
+#[tokio::test]
+async fn a_file_held_by_its_stream_keeps_its_place() {
+    let m = files_manifest();
+    let host = http(&m, &[]);
+    let first = connect(&host.url).await;
+    let second = connect(&host.url).await;
+    let third = connect(&host.url).await;
+    let run = |fault: &str| json!({ "fault": fault, "path": "/kb/readme.txt" });
+    let streamed = content(&call(&first, "fixture_fault_run", run("stream-files")).await);
+    assert_eq!(streamed["held"], 2_000, "{streamed}");
+    assert_eq!(keep(&second).await["held"], 2_000);
+    let refused = keep(&third).await;
+    assert_eq!(refused["opened"], 96, "{refused}");
+
+    // Once the streams are gone, the instance's next open gives their
+    // places back.
+    content(&call(&first, "fixture_fault_run", run("drop-streams")).await);
+    let body = content(&call(&first, "fixture_fault_run", run("read-file")).await);
+    assert!(body.to_string().contains("granted text"), "{body}");
+    let again = keep(&third).await;
+    assert_eq!(again["opened"], 2_000, "{again}");
+}
+
+/// The fixture with a granted directory and time enough for 2 000 opens
+/// in a call on a busy machine.
+fn files_manifest() -> TestManifest {
+    let m = manifest(vec![
+        PluginEntry::fixture().with(
+            "limits = { call_timeout_ms = 30000 }\n\
+             files = [{ host = \"kb\", guest = \"/kb\", mode = \"ro\" }]",
+        ),
+        PluginEntry::helpdesk(),
+    ]);
+    let dir = m.path.parent().unwrap();
+    std::fs::create_dir(dir.join("kb")).unwrap();
+    std::fs::write(dir.join("kb/readme.txt"), "granted text").unwrap();
+    m
 }
 
 /// Has the fixture open its granted file up to 2 000 more times and keep
