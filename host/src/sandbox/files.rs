@@ -170,15 +170,16 @@ pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()>
         ResourceType::host::<Descriptor>(),
         |mut store, rep| {
             let state: &mut PluginState = store.data_mut();
-            let counted = state.held_files.open.remove(&rep);
+            let counted = state.held_files.open.contains(&rep);
             let mut fs = state.filesystem();
             // Seen before the descriptor goes: a stream may hold the file.
             let file = match fs.table.get(&Resource::<Descriptor>::new_own(rep)) {
                 Ok(Opened::File(file)) if counted => Some(Arc::downgrade(&file.file)),
                 _ => None,
             };
+            // A drop that fails traps, and the instance with its places goes.
             HostDescriptor::drop(&mut fs, Resource::new_own(rep))?;
-            if counted {
+            if state.held_files.open.remove(&rep) {
                 match file.filter(|f| f.strong_count() > 0) {
                     Some(lingering) => state.held_files.lingering.push(lingering),
                     None => state.shared.open_files.give_back(1),
