@@ -300,10 +300,11 @@ fn granted_directories(
             }
             if grant.mode == FileMode::Rw && opened.device().is_some_and(|d| Some(d) == state_device) {
                 // Not refused: many hosts have one filesystem. The operator
-                // is told what is at stake.
+                // is told what is at stake. By device number, so a btrfs
+                // subvolume or an overlay sharing the space is not seen.
                 tracing::warn!(
                     plugin = %decl.name,
-                    "files: {shown} is writable by the plugin and on the same filesystem as state_dir {}: a plugin that fills it stops the audit trail and the store too; give the directory a filesystem of its own or a quota",
+                    "files: {shown} is writable by the plugin and on the same filesystem as state_dir {}: a plugin that fills it stops the audit trail (and an embedded store) too; give the directory a filesystem of its own or a quota",
                     state_dir.display()
                 );
             }

@@ -10,16 +10,19 @@
 //! the plugin's [`OPEN_FILES`] places first and an open beyond them fails
 //! with the `quota` error code. The work itself is still wasmtime-wasi's.
 //!
-//! A place is given back when the host closes the descriptor. A file's
-//! streams (`read-via-stream`, `write-via-stream`, `append-via-stream`)
-//! hold the file open on their own, so a file dropped while a stream of it
-//! lives keeps its place until the stream is gone too; the instance sees
-//! that at its next open, and when it is dropped.
+//! A place is given back when the file is really closed. A file's streams
+//! (`read-via-stream`, `write-via-stream`, `append-via-stream`) hold it
+//! open on their own, and so does a host thread still reading or writing
+//! it for a call that ended part-way: a file dropped (or whose instance
+//! went) while so held keeps its place until it closes, which is looked at
+//! when the plugin's places run out. An open itself still under way on a
+//! host thread when its call ends gives its place back at once.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
-use wasmtime::component::{Linker, Resource, ResourceType};
+use wasmtime::component::{Linker, Resource, ResourceTable, ResourceType};
 use wasmtime_wasi::filesystem::{Descriptor as Opened, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     Descriptor, DescriptorFlags, ErrorCode, Host, HostDescriptor, OpenFlags, PathFlags,
@@ -42,11 +45,21 @@ const OPEN_AT: &str = "[method]descriptor.open-at";
 #[derive(Debug, Default)]
 pub struct OpenFiles {
     held: AtomicU32,
+    /// Files no descriptor of the plugin names any more that were still
+    /// open when it let go of them (a stream of theirs, or a host thread
+    /// finishing a read, held them). Each keeps its place until it is
+    /// really closed, which is looked at when the places run out.
+    lingering: Mutex<Vec<Weak<std::fs::File>>>,
 }
 
 impl OpenFiles {
-    /// Takes a place, if one is left.
+    /// Takes a place, if one is left, once the lingering files that have
+    /// closed since have given theirs back.
     fn take(&self) -> bool {
+        self.take_free() || (self.sweep() > 0 && self.take_free())
+    }
+
+    fn take_free(&self) -> bool {
         self.held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
                 (held < OPEN_FILES).then_some(held + 1)
@@ -60,37 +73,63 @@ impl OpenFiles {
         self.held.fetch_sub(count, Ordering::AcqRel);
     }
 
+    /// Gives back a place now if `file` is closed, else once it is.
+    fn let_go(&self, file: Weak<std::fs::File>) {
+        if file.strong_count() == 0 {
+            self.give_back(1);
+        } else {
+            self.lingering
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(file);
+        }
+    }
+
+    /// Gives back the places of lingering files now closed; how many.
+    fn sweep(&self) -> usize {
+        let mut lingering = self.lingering.lock().unwrap_or_else(|p| p.into_inner());
+        let before = lingering.len();
+        lingering.retain(|file| file.strong_count() > 0);
+        let freed = before - lingering.len();
+        self.give_back(freed);
+        freed
+    }
+
     /// How many places are taken.
     pub fn held(&self) -> u32 {
         self.held.load(Ordering::Acquire)
     }
 }
 
-/// The files one instance holds places for.
+/// The descriptors one instance opened that hold places, by their handle.
 #[derive(Default)]
 pub(super) struct InstanceFiles {
-    /// Descriptors it opened, by their handle.
-    open: std::collections::HashSet<u32>,
-    /// Files whose descriptor it dropped while a stream of theirs lived.
-    lingering: Vec<Weak<std::fs::File>>,
+    open: HashSet<u32>,
 }
 
 impl InstanceFiles {
-    /// Gives back the places of lingering files whose streams are gone.
-    fn sweep(&mut self, shared: &PluginShared) {
-        let before = self.lingering.len();
-        self.lingering.retain(|file| file.strong_count() > 0);
-        shared.open_files.give_back(before - self.lingering.len());
-    }
-
-    /// Gives back every place, when the instance is dropped (its table
-    /// closes what it still holds).
-    pub(super) fn close_all(&mut self, shared: &PluginShared) {
-        shared
-            .open_files
-            .give_back(self.open.len() + self.lingering.len());
-        self.open.clear();
-        self.lingering.clear();
+    /// Gives back the instance's places as its `table` goes: a place at
+    /// once for a file the table held alone, later for one a host thread
+    /// still holds (a call ended part-way, such as by its timeout).
+    pub(super) fn close_all(&mut self, table: ResourceTable, shared: &PluginShared) {
+        let files: Vec<Option<Weak<std::fs::File>>> = self
+            .open
+            .drain()
+            .map(
+                |rep| match table.get(&Resource::<Descriptor>::new_own(rep)) {
+                    Ok(Opened::File(file)) => Some(Arc::downgrade(&file.file)),
+                    _ => None,
+                },
+            )
+            .collect();
+        drop(table);
+        for file in files {
+            match file {
+                Some(file) => shared.open_files.let_go(file),
+                // A directory's handle is copied only for one operation.
+                None => shared.open_files.give_back(1),
+            }
+        }
     }
 }
 
@@ -147,9 +186,7 @@ pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()>
         )| {
             Box::new(async move {
                 let state: &mut PluginState = store.data_mut();
-                let shared = state.shared.clone();
-                state.held_files.sweep(&shared);
-                let Some(place) = Place::take(&shared) else {
+                let Some(place) = Place::take(&state.shared) else {
                     state.files_refused();
                     return Ok((Err(ErrorCode::Quota),));
                 };
@@ -180,8 +217,8 @@ pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()>
             // A drop that fails traps, and the instance with its places goes.
             HostDescriptor::drop(&mut fs, Resource::new_own(rep))?;
             if state.held_files.open.remove(&rep) {
-                match file.filter(|f| f.strong_count() > 0) {
-                    Some(lingering) => state.held_files.lingering.push(lingering),
+                match file {
+                    Some(file) => state.shared.open_files.let_go(file),
                     None => state.shared.open_files.give_back(1),
                 }
             }

@@ -209,7 +209,8 @@ impl Drop for PluginState {
     /// The instance's table closes what it still holds; its places are
     /// given back with it.
     fn drop(&mut self) {
-        self.held_files.close_all(&self.shared);
+        let table = std::mem::take(&mut self.table);
+        self.held_files.close_all(table, &self.shared);
     }
 }
 

@@ -737,7 +737,8 @@ async fn files_are_counted_per_plugin() {
 }
 
 /// A file whose descriptor is dropped while a stream of it lives is still
-/// open in the host, so it keeps its place until the stream goes too.
+/// open in the host, so it keeps its place until the stream goes too; then
+/// another session's instance may have it.
 #[tokio::test]
 async fn a_file_held_by_its_stream_keeps_its_place() {
     let m = files_manifest();
@@ -752,11 +753,8 @@ async fn a_file_held_by_its_stream_keeps_its_place() {
     let refused = keep(&third).await;
     assert_eq!(refused["opened"], 96, "{refused}");
 
-    // Once the streams are gone, the instance's next open gives their
-    // places back.
+    // Once the streams are gone, their places serve any instance.
     content(&call(&first, "fixture_fault_run", run("drop-streams")).await);
-    let body = content(&call(&first, "fixture_fault_run", run("read-file")).await);
-    assert!(body.to_string().contains("granted text"), "{body}");
     let again = keep(&third).await;
     assert_eq!(again["opened"], 2_000, "{again}");
 }
