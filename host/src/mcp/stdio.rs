@@ -457,6 +457,10 @@ enum Frame {
     Eof,
 }
 
+/// The largest frame buffer kept between messages: far above a call's
+/// usual size, far below the message cap.
+const KEPT_FRAME_BYTES: usize = 64 << 10;
+
 /// Splits the input at `\n`, keeping at most `max` bytes of a line: a
 /// longer one is consumed and dropped without being buffered. What is read
 /// of a frame so far lives here, not in the reading future, so that future
@@ -482,9 +486,15 @@ impl FrameReader {
         &self.line
     }
 
-    /// Forgets the frame last returned, before the next is read.
+    /// Forgets the frame last returned, before the next is read. A buffer
+    /// grown for a large message is let go of, not kept for the session's
+    /// life (up to `--max-message-bytes` of memory the host touched).
     fn done(&mut self) {
-        self.line.clear();
+        if self.line.capacity() > KEPT_FRAME_BYTES {
+            self.line = Vec::new();
+        } else {
+            self.line.clear();
+        }
         self.seen = 0;
     }
 
@@ -542,6 +552,28 @@ mod tests {
             out.push(got);
             frame.done();
         }
+    }
+
+    #[tokio::test]
+    async fn a_large_frame_does_not_keep_its_buffer() {
+        let mut input = vec![b'x'; 1 << 20];
+        input.extend_from_slice(b"\nsmall\n");
+        let mut reader = BufReader::new(&input[..]);
+        let mut frame = FrameReader::new(4 << 20);
+        assert!(matches!(
+            frame.next(&mut reader).await.unwrap(),
+            Frame::Line
+        ));
+        assert_eq!(frame.line().len(), 1 << 20);
+        frame.done();
+        assert!(frame.line.capacity() <= KEPT_FRAME_BYTES);
+        assert!(matches!(
+            frame.next(&mut reader).await.unwrap(),
+            Frame::Line
+        ));
+        assert_eq!(frame.line(), b"small");
+        frame.done();
+        assert!(frame.line.capacity() > 0, "a small frame's buffer is kept");
     }
 
     #[tokio::test]
