@@ -124,11 +124,12 @@ const DESCRIPTORS_BESIDE_CONNECTIONS: u64 = 512;
 /// Raises the soft limit on open files to the hard one. Service managers
 /// commonly start a process at a soft limit of 1 024 (low for the sake of
 /// programs that use `select`, which this one does not) under a far higher
-/// hard one, and every connection, database socket, trail segment and
-/// plugin directory takes a descriptor: `--max-connections` (4 096 by
-/// default) could not be reached. Says so if even the hard limit is too low
-/// for `max_connections`.
-fn raise_open_files_limit(max_connections: Option<usize>) {
+/// hard one, and every connection, database socket, trail segment, plugin
+/// directory and file a plugin opens takes a descriptor: `--max-connections`
+/// (4 096 by default) could not be reached. Says so if even the hard limit
+/// is too low for `max_connections` and the files the plugins with `files`
+/// grants may hold (`sandbox::OPEN_FILES` each).
+fn raise_open_files_limit(max_connections: Option<usize>, plugins_with_files: usize) {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if let (Some(soft), Some(hard)) = (limit.current, limit.maximum)
@@ -143,20 +144,27 @@ fn raise_open_files_limit(max_connections: Option<usize>) {
             }
         }
     }
-    let needed = max_connections.map(|n| n as u64 + DESCRIPTORS_BESIDE_CONNECTIONS);
-    if let (Some(needed), Some(allowed)) = (needed, limit.current)
+    let connections = max_connections.unwrap_or(0) as u64;
+    let files = plugins_with_files as u64 * u64::from(crate::sandbox::OPEN_FILES);
+    let needed = connections + files + DESCRIPTORS_BESIDE_CONNECTIONS;
+    if let Some(allowed) = limit.current
+        && connections + files > 0
         && allowed < needed
     {
         tracing::warn!(
-            "--max-connections {} needs about {needed} open files, but the limit is {allowed}: connections beyond it will wait until others close",
-            needed - DESCRIPTORS_BESIDE_CONNECTIONS
+            "about {needed} open files may be needed ({connections} for --max-connections, {files} for the files of {plugins_with_files} plugins with `files` grants, {DESCRIPTORS_BESIDE_CONNECTIONS} for the rest), but the limit is {allowed}: beyond it, new connections wait until others close and plugins' opens fail"
         );
     }
 }
 
 pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result<()> {
-    raise_open_files_limit(args.http.map(|_| args.max_connections));
     let manifest = Manifest::load(&args.manifest)?;
+    let plugins_with_files = manifest
+        .plugins
+        .iter()
+        .filter(|p| !p.files.is_empty())
+        .count();
+    raise_open_files_limit(args.http.map(|_| args.max_connections), plugins_with_files);
     let backend = open_backend(&manifest, true).await?;
     // The host does not serve unrecorded: no trail, no start.
     let mut trail = open_trail(&manifest)?;

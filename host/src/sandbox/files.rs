@@ -75,14 +75,23 @@ impl OpenFiles {
 
     /// Gives back a place now if `file` is closed, else once it is.
     fn let_go(&self, file: Weak<std::fs::File>) {
-        if file.strong_count() == 0 {
-            self.give_back(1);
-        } else {
+        self.let_go_all(0, vec![file]);
+    }
+
+    /// Gives back `closed` places and those of `files` already closed, in
+    /// one update (so no open sees only part of them back); the files
+    /// still open keep theirs in the lingering list.
+    fn let_go_all(&self, closed: usize, mut files: Vec<Weak<std::fs::File>>) {
+        let before = files.len();
+        files.retain(|file| file.strong_count() > 0);
+        let freed = closed + before - files.len();
+        if !files.is_empty() {
             self.lingering
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .push(file);
+                .append(&mut files);
         }
+        self.give_back(freed);
     }
 
     /// Gives back the places of lingering files now closed; how many.
@@ -93,11 +102,6 @@ impl OpenFiles {
         let freed = before - lingering.len();
         self.give_back(freed);
         freed
-    }
-
-    /// How many places are taken.
-    pub fn held(&self) -> u32 {
-        self.held.load(Ordering::Acquire)
     }
 }
 
@@ -123,13 +127,11 @@ impl InstanceFiles {
             )
             .collect();
         drop(table);
-        for file in files {
-            match file {
-                Some(file) => shared.open_files.let_go(file),
-                // A directory's handle is copied only for one operation.
-                None => shared.open_files.give_back(1),
-            }
-        }
+        let directories = files.iter().filter(|f| f.is_none()).count();
+        // A directory's handle is copied only for one operation.
+        shared
+            .open_files
+            .let_go_all(directories, files.into_iter().flatten().collect());
     }
 }
 
