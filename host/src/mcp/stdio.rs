@@ -554,6 +554,33 @@ mod tests {
         }
     }
 
+    /// Either limit fills the backlog, and an answer written (its place
+    /// dropped) wakes the reading that waits for room.
+    #[tokio::test]
+    async fn the_backlog_holds_reading_back_by_count_or_bytes() {
+        let backlog = Arc::new(Backlog::default());
+        let mut big = Backlog::enter(&backlog);
+        big.weigh(BACKLOG_BYTES);
+        assert!(backlog.full(), "one answer of the whole byte limit");
+        let waiting = tokio::spawn({
+            let backlog = backlog.clone();
+            async move { backlog.room().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(big);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("woken once the answer is written")
+            .unwrap();
+        let small: Vec<Waiting> = (0..BACKLOG_ANSWERS)
+            .map(|_| Backlog::enter(&backlog))
+            .collect();
+        assert!(backlog.full(), "as many answers as the count limit");
+        drop(small);
+        assert!(!backlog.full());
+    }
+
     #[tokio::test]
     async fn a_large_frame_does_not_keep_its_buffer() {
         let mut input = vec![b'x'; 1 << 20];

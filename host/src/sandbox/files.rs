@@ -116,22 +116,18 @@ impl InstanceFiles {
     /// once for a file the table held alone, later for one a host thread
     /// still holds (a call ended part-way, such as by its timeout).
     pub(super) fn close_all(&mut self, table: ResourceTable, shared: &PluginShared) {
-        let files: Vec<Option<Weak<std::fs::File>>> = self
-            .open
-            .drain()
-            .map(
-                |rep| match table.get(&Resource::<Descriptor>::new_own(rep)) {
-                    Ok(Opened::File(file)) => Some(Arc::downgrade(&file.file)),
-                    _ => None,
-                },
-            )
-            .collect();
+        let mut files = Vec::new();
+        // A directory's handle is copied only for one operation: its place
+        // comes back at once.
+        let mut directories = 0;
+        for rep in self.open.drain() {
+            match table.get(&Resource::<Descriptor>::new_own(rep)) {
+                Ok(Opened::File(file)) => files.push(Arc::downgrade(&file.file)),
+                _ => directories += 1,
+            }
+        }
         drop(table);
-        let directories = files.iter().filter(|f| f.is_none()).count();
-        // A directory's handle is copied only for one operation.
-        shared
-            .open_files
-            .let_go_all(directories, files.into_iter().flatten().collect());
+        shared.open_files.let_go_all(directories, files);
     }
 }
 

@@ -694,11 +694,7 @@ async fn a_plugin_hoarding_handles_is_stopped_at_its_bound() {
 /// session's places come back when it closes.
 #[tokio::test]
 async fn files_are_counted_per_plugin() {
-    let m = files_manifest();
-    let host = http(&m, &[]);
-    let first = connect(&host.url).await;
-    let second = connect(&host.url).await;
-    let third = connect(&host.url).await;
+    let (_m, host, [first, second, third]) = files_host().await;
     // A file closed gives its place back at once.
     let read = json!({ "fault": "read-file", "path": "/kb/readme.txt" });
     for _ in 0..3 {
@@ -741,11 +737,7 @@ async fn files_are_counted_per_plugin() {
 /// another session's instance may have it.
 #[tokio::test]
 async fn a_file_held_by_its_stream_keeps_its_place() {
-    let m = files_manifest();
-    let host = http(&m, &[]);
-    let first = connect(&host.url).await;
-    let second = connect(&host.url).await;
-    let third = connect(&host.url).await;
+    let (_m, _host, [first, second, third]) = files_host().await;
     let run = |fault: &str| json!({ "fault": fault, "path": "/kb/readme.txt" });
     let streamed = content(&call(&first, "fixture_fault_run", run("stream-files")).await);
     assert_eq!(streamed["held"], 2_000, "{streamed}");
@@ -757,6 +749,19 @@ async fn a_file_held_by_its_stream_keeps_its_place() {
     content(&call(&first, "fixture_fault_run", run("drop-streams")).await);
     let again = keep(&third).await;
     assert_eq!(again["opened"], 2_000, "{again}");
+}
+
+/// An HTTP host on [`files_manifest`] (kept: its folder holds the host's
+/// state) and three sessions of it.
+async fn files_host() -> (TestManifest, HttpHost, [Client; 3]) {
+    let m = files_manifest();
+    let host = http(&m, &[]);
+    let sessions = [
+        connect(&host.url).await,
+        connect(&host.url).await,
+        connect(&host.url).await,
+    ];
+    (m, host, sessions)
 }
 
 /// The fixture with a granted directory and time enough for 2 000 opens

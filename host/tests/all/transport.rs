@@ -185,6 +185,18 @@ async fn http_refuses_foreign_hosts_origins_and_oversized_bodies() {
     client.cancel().await.unwrap();
 }
 
+/// A stdio host on `manifest` whose stdin and stdout the test drives
+/// itself, line by line.
+fn stdio_host(manifest: &TestManifest) -> std::process::Child {
+    toolhost()
+        .args(["serve", "--stdio", "--manifest"])
+        .arg(&manifest.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Writes raw bytes as one line each to a stdio host and collects replies
 /// until `done` says enough.
 fn stdio_exchange(
@@ -192,13 +204,7 @@ fn stdio_exchange(
     lines: &[Vec<u8>],
     done: impl Fn(&[Value]) -> bool,
 ) -> Vec<Value> {
-    let mut child = toolhost()
-        .args(["serve", "--stdio", "--manifest"])
-        .arg(&manifest.path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = stdio_host(manifest);
     let mut stdin = child.stdin.take().unwrap();
     for line in lines {
         stdin.write_all(line).unwrap();
@@ -532,13 +538,7 @@ fn stdio_stops_reading_while_its_answers_are_not_read() {
 
     const SENT: usize = 5_000;
     let m = manifest(vec![PluginEntry::helpdesk()]);
-    let mut child = toolhost()
-        .args(["serve", "--stdio", "--manifest"])
-        .arg(&m.path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = stdio_host(&m);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     writeln!(stdin, "{INITIALIZE}").unwrap();
