@@ -244,23 +244,6 @@ async fn an_approver_decides_in_the_browser_what_the_agent_asked_for() {
     drop(host);
 }
 
-/// Where `host`'s console is: the admin listener's root.
-fn console_of(host: &HttpHost) -> String {
-    let admin = host.admin.as_deref().expect("the admin listener is on");
-    admin.trim_end_matches("/v1").to_string()
-}
-
-/// The anonymous memory of process `pid`, in KiB (`RssAnon`: the heap and
-/// stacks, not the binary's pages, which the page cache decides).
-fn anonymous_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("RssAnon:"))
-        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// Each password check works in 19 MiB (argon2id). Once glibc's malloc has
 /// seen a block that large freed it serves the next from its heap and
 /// keeps it, one per thread arena that hashed, unless the host gives the
@@ -290,15 +273,17 @@ async fn signing_in_leaves_no_hash_memory_behind() {
     };
     // The first check also hashes the decoy for unknown names.
     assert_eq!(sign_in("alice-password-123").await.unwrap().status(), 303);
-    let before = anonymous_kib(host.child.id());
-    for password in [
-        "alice-password-123",
-        "wrong-password-000",
-        "alice-password-123",
+    let before = status_kib(host.child.id(), "RssAnon");
+    // Each reaches the password check: the right one signs in, the wrong
+    // one is refused for the password, not turned away before it.
+    for (password, status) in [
+        ("alice-password-123", 303),
+        ("wrong-password-000", 401),
+        ("alice-password-123", 303),
     ] {
-        sign_in(password).await.unwrap();
+        assert_eq!(sign_in(password).await.unwrap().status(), status);
     }
-    let after = anonymous_kib(host.child.id());
+    let after = status_kib(host.child.id(), "RssAnon");
     assert!(
         after < before + 8 * 1024,
         "anonymous memory went from {before} to {after} KiB over three sign-ins"

@@ -304,13 +304,26 @@ pub fn terminate(child: &Child) {
 
 /// Resident memory of a process, in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// A figure of `/proc/PID/status` given in kB, such as `VmRSS` or
+/// `RssAnon` (the heap and stacks, not the binary's pages, which the page
+/// cache decides).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .expect("VmRSS in /proc/PID/status")
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+}
+
+/// Where `host`'s console is: the admin listener's root.
+pub fn console_of(host: &HttpHost) -> String {
+    let admin = host.admin.as_deref().expect("the admin listener is on");
+    admin.trim_end_matches("/v1").to_string()
 }
 
 /// A running `toolhost serve --http`, killed on drop.
@@ -690,9 +703,8 @@ pub struct Series {
 /// The series of `metric` the host's admin listener reports, read with
 /// `token`.
 pub async fn scrape(host: &HttpHost, token: &str, metric: &str) -> Vec<Series> {
-    let admin = host.admin.as_deref().expect("a host started with --admin");
     let text = http_client()
-        .get(format!("{}/metrics", admin.trim_end_matches("/v1")))
+        .get(format!("{}/metrics", console_of(host)))
         .bearer_auth(token)
         .send()
         .await
