@@ -362,7 +362,7 @@ async fn vet(
         store: store.clone(),
         gate,
         files,
-        open_files: Default::default(),
+        open_files: sandbox.open_files(),
     });
     // Only serving starts lazily: `vet` and `lint` read, hash and run
     // every component, since what they report is a decision.
@@ -615,7 +615,7 @@ pub async fn describe_component(
         store: store.clone(),
         gate: Arc::new(Network::closed().gate(&decl)?),
         files: Vec::new(),
-        open_files: Default::default(),
+        open_files: sandbox.open_files(),
     });
     let digest = Sha256Digest::of(&bytes);
     let (_, _, _, specs) = prepare_and_describe(sandbox, bytes, digest, shared).await?;

@@ -13,6 +13,7 @@ use crate::audit::store::AuditedStore;
 use crate::audit::{Audit, Event};
 use crate::manifest::Manifest;
 use crate::redact::LogRedaction;
+use crate::sandbox::OPEN_FILES;
 use crate::session::{Peer, Session, Transport};
 use crate::store::Store;
 use crate::text;
@@ -83,7 +84,7 @@ async fn call_recorded(
         open_store(manifest).await?,
         audit.clone(),
     ));
-    let (host, _) = load_host(manifest, store, audit, logs).await?;
+    let (host, _) = load_host(manifest, OPEN_FILES, store, audit, logs).await?;
     if host.catalog.tool(&args.tool).is_none() {
         if let Some((plugin, _)) = manifest.tool(&args.tool)
             && let Some(refusal) = host

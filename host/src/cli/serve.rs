@@ -20,14 +20,14 @@ use crate::dispatch::Toolhost;
 use crate::gate::Network;
 use crate::gate::SecretStore;
 use crate::lint;
-use crate::manifest::{ComponentSource, Manifest};
+use crate::manifest::{ComponentSource, InstanceMode, Manifest};
 use crate::mcp::http::{HttpOptions, HttpServer};
 use crate::mcp::{McpCatalog, stdio};
 use crate::operator;
 use crate::operator::admin::{AdminServer, AdminToken};
 use crate::redact::LogRedaction;
 use crate::registry::OciCache;
-use crate::sandbox::ComponentCache;
+use crate::sandbox::{ComponentCache, MAX_INSTANCES, OPEN_FILES};
 use crate::store::postgres::{CheckpointRow, PostgresStore};
 use crate::store::{self, Store, StoreError};
 use crate::webhook::{Webhook, WebhookError};
@@ -117,19 +117,25 @@ fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
-/// Descriptors kept for what is not a client connection: the trail, the
-/// stores, plugins' directories, the admin listener and the log.
+/// Descriptors kept for what is neither a client connection nor a
+/// plugin's: the trail, the stores, the cache, the listeners and the log.
 const DESCRIPTORS_BESIDE_CONNECTIONS: u64 = 512;
 
-/// Raises the soft limit on open files to the hard one. Service managers
-/// commonly start a process at a soft limit of 1 024 (low for the sake of
-/// programs that use `select`, which this one does not) under a far higher
-/// hard one, and every connection, database socket, trail segment, plugin
-/// directory and file a plugin opens takes a descriptor: `--max-connections`
-/// (4 096 by default) could not be reached. Says so if even the hard limit
-/// is too low for `max_connections` and the files the plugins with `files`
-/// grants may hold (`sandbox::OPEN_FILES` each).
-fn raise_open_files_limit(max_connections: Option<usize>, plugins_with_files: usize) {
+/// Raises the soft limit on open files to the hard one, and returns how
+/// many files each plugin with `files` grants may hold open at once.
+///
+/// Service managers commonly start a process at a soft limit of 1 024 (low
+/// for the sake of programs that use `select`, which this one does not)
+/// under a far higher hard one, and every connection, database socket,
+/// trail segment, granted directory and file a plugin opens takes a
+/// descriptor: `--max-connections` (4 096 by default) could not be reached.
+///
+/// The host's own needs come first: its connections, the directories every
+/// instance of a plugin with grants opens, and its trail and stores. The
+/// plugins, whose authors are not trusted, share what the limit leaves,
+/// each up to `sandbox::OPEN_FILES`, so that their opens cannot take what
+/// the host needs. Says so when the limit is too low for either.
+fn open_files_per_plugin(manifest: &Manifest, max_connections: Option<usize>) -> u32 {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if let (Some(soft), Some(hard)) = (limit.current, limit.maximum)
@@ -144,27 +150,71 @@ fn raise_open_files_limit(max_connections: Option<usize>, plugins_with_files: us
             }
         }
     }
-    let connections = max_connections.unwrap_or(0) as u64;
-    let files = plugins_with_files as u64 * u64::from(crate::sandbox::OPEN_FILES);
-    let needed = connections + files + DESCRIPTORS_BESIDE_CONNECTIONS;
-    if let Some(allowed) = limit.current
-        && connections + files > 0
-        && allowed < needed
-    {
-        tracing::warn!(
-            "about {needed} open files may be needed ({connections} for --max-connections, {files} for the files of {plugins_with_files} plugins with `files` grants, {DESCRIPTORS_BESIDE_CONNECTIONS} for the rest), but the limit is {allowed}: beyond it, new connections wait until others close and plugins' opens fail"
-        );
-    }
-}
-
-pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result<()> {
-    let manifest = Manifest::load(&args.manifest)?;
-    let plugins_with_files = manifest
+    let plugins = manifest
         .plugins
         .iter()
         .filter(|p| !p.files.is_empty())
         .count();
-    raise_open_files_limit(args.http.map(|_| args.max_connections), plugins_with_files);
+    let connections = max_connections.unwrap_or(0) as u64;
+    let directories = granted_directory_descriptors(manifest, max_connections.is_some());
+    let host_needs = connections + directories + DESCRIPTORS_BESIDE_CONNECTIONS;
+    let Some(allowed) = limit.current else {
+        return OPEN_FILES;
+    };
+    if connections + directories > 0 && allowed < host_needs {
+        let beyond = if connections > 0 {
+            ": beyond it, new connections wait until others close"
+        } else {
+            ""
+        };
+        tracing::warn!(
+            "about {host_needs} open files may be needed ({connections} for --max-connections, {directories} for the directories of the instances of plugins with `files` grants, {DESCRIPTORS_BESIDE_CONNECTIONS} for the rest), but the limit is {allowed}{beyond}"
+        );
+    }
+    let share = files_share(allowed, host_needs, plugins);
+    if plugins > 0 && share < OPEN_FILES {
+        tracing::warn!(
+            "the open files limit ({allowed}) leaves {} beside what the host may need ({host_needs}): the plugins with `files` grants ({plugins}) may each hold {share} files open at once instead of {OPEN_FILES}; raise the hard limit (such as systemd's LimitNOFILE) or lower --max-connections",
+            allowed.saturating_sub(host_needs)
+        );
+    }
+    share
+}
+
+/// What each of `plugins` may hold open when `allowed` descriptors are
+/// open at most and the host may need `host_needs` of them.
+fn files_share(allowed: u64, host_needs: u64, plugins: usize) -> u32 {
+    let left = allowed.saturating_sub(host_needs);
+    match left.checked_div(plugins as u64) {
+        Some(share) => u32::try_from(share).unwrap_or(u32::MAX).min(OPEN_FILES),
+        None => OPEN_FILES,
+    }
+}
+
+/// Descriptors the granted directories may take: every instance of a
+/// plugin with `files` grants opens each of its directories again. Over
+/// HTTP the sessions share the pool's instances; over stdio the one
+/// session has one instance of a plugin, or one per running call.
+fn granted_directory_descriptors(manifest: &Manifest, over_http: bool) -> u64 {
+    let granted = manifest.plugins.iter().filter(|p| !p.files.is_empty());
+    if over_http {
+        let most = granted.map(|p| p.files.len()).max().unwrap_or(0);
+        return most as u64 * u64::from(MAX_INSTANCES);
+    }
+    granted
+        .map(|p| {
+            let instances = match p.instance {
+                InstanceMode::Session => 1,
+                InstanceMode::Call => u64::from(p.limits.concurrent),
+            };
+            p.files.len() as u64 * instances
+        })
+        .sum()
+}
+
+pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let open_files = open_files_per_plugin(&manifest, args.http.map(|_| args.max_connections));
     let backend = open_backend(&manifest, true).await?;
     // The host does not serve unrecorded: no trail, no start.
     let mut trail = open_trail(&manifest)?;
@@ -210,7 +260,7 @@ pub(super) async fn serve(args: ServeArgs, logs: LogRedaction) -> anyhow::Result
         manifest_sha256: manifest.digest.to_string(),
     });
     let store: Arc<dyn Store> = Arc::new(AuditedStore::new(backend.store(), audit.clone()));
-    let served = serve_recorded(args, manifest, audit.clone(), store, logs, stop).await;
+    let served = serve_recorded(args, manifest, open_files, audit.clone(), store, logs, stop).await;
     let reason = match &served {
         Ok(()) => "stopped".to_string(),
         Err(e) => format!("{e:#}"),
@@ -305,6 +355,7 @@ async fn record_reachability(postgres: Arc<PostgresStore>, audit: Audit) {
 async fn serve_recorded(
     args: ServeArgs,
     mut manifest: Manifest,
+    open_files: u32,
     audit: Audit,
     store: Arc<dyn Store>,
     logs: LogRedaction,
@@ -350,7 +401,7 @@ async fn serve_recorded(
     // A compile still running on a blocking thread when a signal comes is
     // left to the runtime's bounded shutdown (main.rs), not waited for.
     let loaded = tokio::select! {
-        loaded = load_host(&manifest, store.clone(), &audit, &logs) => Some(loaded?),
+        loaded = load_host(&manifest, open_files, store.clone(), &audit, &logs) => Some(loaded?),
         () = stop.cancelled() => None,
     };
     // Also a signal that came as the load finished: stop before announcing
@@ -587,13 +638,16 @@ async fn stdio_task(
 /// The store (every operator decision recorded), the sandbox and the
 /// vetted catalog: everything a call needs; and the compiled-component
 /// cache it loaded from, if usable, where `serve` keeps its lint report.
+/// Each plugin may hold `open_files` files open at once.
 pub(super) async fn load_host(
     manifest: &Manifest,
+    open_files: u32,
     store: Arc<dyn Store>,
     audit: &Audit,
     logs: &LogRedaction,
 ) -> anyhow::Result<(Toolhost, Option<ComponentCache>)> {
-    let sandbox = cached_sandbox(manifest)?;
+    let mut sandbox = cached_sandbox(manifest)?;
+    sandbox.hold_open_files_to(open_files);
     let network = Network::new(manifest, Some(audit.clone()))?;
     // Log lines and records are redacted from here on, before any plugin
     // runs; the plugins' gates carry the same redactor.
@@ -737,7 +791,20 @@ fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
 mod tests {
     use clap::Parser;
 
+    use super::{OPEN_FILES, files_share};
     use crate::cli::{Cli, Command};
+
+    #[test]
+    fn plugins_share_what_the_host_does_not_need() {
+        // A high limit: each plugin has all its places.
+        assert_eq!(files_share(20_000, 5_608, 2), OPEN_FILES);
+        // What is left is shared, never more than OPEN_FILES each.
+        assert_eq!(files_share(3_000, 1_612, 1), 1_388);
+        assert_eq!(files_share(3_000, 1_612, 4), 347);
+        // Nothing left: no plugin may open a file.
+        assert_eq!(files_share(1_024, 2_000, 2), 0);
+        assert_eq!(files_share(1_024, 512, 0), OPEN_FILES);
+    }
 
     #[test]
     fn http_without_an_address_binds_loopback() {

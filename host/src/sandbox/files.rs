@@ -7,8 +7,11 @@
 //! up the host's descriptors and with them its connections, trail and
 //! store. So the host takes over two of WASI's imports from wasmtime-wasi,
 //! `descriptor.open-at` and the descriptor's drop: each open takes one of
-//! the plugin's [`OPEN_FILES`] places first and an open beyond them fails
-//! with the `quota` error code. The work itself is still wasmtime-wasi's.
+//! the plugin's places first and an open beyond them fails with the
+//! `quota` error code. The work itself is still wasmtime-wasi's. A plugin
+//! has [`OPEN_FILES`] places, or fewer when the process's limit on open
+//! files would not leave the host what it needs beside them (`serve` works
+//! out the share; see [`Sandbox::hold_open_files_to`](super::Sandbox::hold_open_files_to)).
 //!
 //! A place is given back when the file is really closed. A file's streams
 //! (`read-via-stream`, `write-via-stream`, `append-via-stream`) hold it
@@ -31,7 +34,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 use super::state::{PluginShared, PluginState};
 
 /// Files and directories one plugin may hold open at once, over all its
-/// instances. The directories a grant gives it are not counted.
+/// instances, when the process's limit on open files allows it. The
+/// directories a grant gives it are not counted.
 pub const OPEN_FILES: u32 = 4_096;
 
 /// The WASI interface whose imports are taken over, as wasmtime-wasi
@@ -42,9 +46,11 @@ const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 const OPEN_AT: &str = "[method]descriptor.open-at";
 
 /// A plugin's count of open files, shared by its instances.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct OpenFiles {
     held: AtomicU32,
+    /// How many it may hold: [`OPEN_FILES`] or less.
+    places: u32,
     /// Files no descriptor of the plugin names any more that were still
     /// open when it let go of them (a stream of theirs, or a host thread
     /// finishing a read, held them). Each keeps its place until it is
@@ -53,6 +59,20 @@ pub struct OpenFiles {
 }
 
 impl OpenFiles {
+    /// A count with `places` places, at most [`OPEN_FILES`].
+    pub fn new(places: u32) -> OpenFiles {
+        OpenFiles {
+            held: AtomicU32::new(0),
+            places: places.min(OPEN_FILES),
+            lingering: Mutex::default(),
+        }
+    }
+
+    /// How many files the plugin may hold open at once.
+    pub fn places(&self) -> u32 {
+        self.places
+    }
+
     /// Takes a place, if one is left, once the lingering files that have
     /// closed since have given theirs back.
     fn take(&self) -> bool {
@@ -62,7 +82,7 @@ impl OpenFiles {
     fn take_free(&self) -> bool {
         self.held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                (held < OPEN_FILES).then_some(held + 1)
+                (held < self.places).then_some(held + 1)
             })
             .is_ok()
     }

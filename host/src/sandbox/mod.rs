@@ -121,6 +121,8 @@ pub struct Sandbox {
     unusable_cache: Option<PathBuf>,
     /// The engine meters fuel (some plugin sets `limits.fuel`).
     fuel: bool,
+    /// Files each plugin may hold open at once (see `files.rs`).
+    open_files: u32,
     /// Components by digest: several plugins built from one component are
     /// compiled (or loaded) once, the others waiting for the first.
     compiled: Arc<Mutex<HashMap<Sha256Digest, Arc<Compiled>>>>,
@@ -240,8 +242,23 @@ impl Sandbox {
             unusable_cache: None,
             cache,
             fuel: settings.fuel,
+            open_files: OPEN_FILES,
             compiled: Arc::default(),
         })
+    }
+
+    /// Lets each plugin hold at most `per_plugin` files open (never more
+    /// than [`OPEN_FILES`]): what the process's limit on open files leaves
+    /// beside the host's own needs, shared among the plugins with `files`
+    /// grants, so that no plugin's opens can take the descriptors its
+    /// connections, trail and store need.
+    pub fn hold_open_files_to(&mut self, per_plugin: u32) {
+        self.open_files = per_plugin.min(OPEN_FILES);
+    }
+
+    /// A fresh count of one plugin's open files, with its places.
+    pub fn open_files(&self) -> OpenFiles {
+        OpenFiles::new(self.open_files)
     }
 
     /// The engine and linker, made by the first caller; a failure is not

@@ -188,7 +188,7 @@ impl PluginState {
             tracing::warn!(
                 plugin = %self.shared.name,
                 "the plugin holds {} open files over its instances; an open was refused with `quota`",
-                super::files::OPEN_FILES
+                self.shared.open_files.places()
             );
         }
     }

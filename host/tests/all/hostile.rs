@@ -751,6 +751,34 @@ async fn a_file_held_by_its_stream_keeps_its_place() {
     assert_eq!(again["opened"], 2_000, "{again}");
 }
 
+/// When the process's limit on open files leaves less than the plugins'
+/// 4 096 places each beside what the host may need, they share only what
+/// it leaves: their opens cannot take the descriptors of the host's
+/// connections, trail and store, and it goes on serving.
+#[tokio::test]
+async fn plugins_share_only_the_open_files_the_host_spares() {
+    let m = files_manifest();
+    let host = http_by(
+        toolhost_under(&["prlimit", "--nofile=3000:3000"]),
+        &m,
+        &["--max-connections", "100"],
+    );
+    // 3 000 less 100 connections, 1 000 instances (the pool's) each opening
+    // the one granted directory again, and 512 for the rest.
+    let first = connect(&host.url).await;
+    let refused = keep(&first).await;
+    assert_eq!(refused["opened"], 1_388, "{refused}");
+    let error = refused["error"].as_str().expect("the open failed");
+    assert!(error.to_lowercase().contains("quota"), "{error}");
+    let descriptors = std::fs::read_dir(format!("/proc/{}/fd", host.child.id()))
+        .unwrap()
+        .count();
+    assert!(descriptors < 1_388 + 200, "{descriptors} open");
+    // The host still opens what it needs: a new session, a call, its trail.
+    let second = connect(&host.url).await;
+    ok(&second, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+}
+
 /// An HTTP host on [`files_manifest`] (kept: its folder holds the host's
 /// state) and three sessions of it.
 async fn files_host() -> (TestManifest, HttpHost, [Client; 3]) {

@@ -218,7 +218,21 @@ pub fn manifest_text(text: &str) -> TestManifest {
 /// carry that would point it elsewhere (a database, a shared cache): a test
 /// that wants one sets it.
 pub fn toolhost() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+    toolhost_under(&[])
+}
+
+/// [`toolhost`], run by `wrapper` (a program and its arguments, such as
+/// `prlimit --nofile=N:N`) when it is not empty.
+pub fn toolhost_under(wrapper: &[&str]) -> Command {
+    let bin = env!("CARGO_BIN_EXE_toolhost");
+    let mut cmd = match wrapper {
+        [] => Command::new(bin),
+        [program, args @ ..] => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(bin);
+            cmd
+        }
+    };
     cmd.env("TOOLHOST_LOG", "warn")
         .env_remove("TOOLHOST_DATABASE_URL")
         .env_remove("TOOLHOST_CACHE_DIR");
@@ -349,8 +363,13 @@ pub fn http(manifest: &TestManifest, args: &[&str]) -> HttpHost {
 /// [`http`] with extra environment variables.
 pub fn http_env(manifest: &TestManifest, args: &[&str], env: &[(&str, &str)]) -> HttpHost {
     let mut cmd = toolhost();
-    cmd.envs(env.iter().copied())
-        .arg("serve")
+    cmd.envs(env.iter().copied());
+    http_by(cmd, manifest, args)
+}
+
+/// [`http`] run by `cmd`, a [`toolhost`] or [`toolhost_under`].
+pub fn http_by(mut cmd: Command, manifest: &TestManifest, args: &[&str]) -> HttpHost {
+    cmd.arg("serve")
         .arg("--http")
         .arg("127.0.0.1:0")
         .arg("--manifest")
