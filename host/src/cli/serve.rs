@@ -173,8 +173,13 @@ fn open_files_per_plugin(manifest: &Manifest, max_connections: Option<usize>) ->
     }
     let share = files_share(allowed, host_needs, plugins);
     if plugins > 0 && share < OPEN_FILES {
+        let or_fewer = if connections > 0 {
+            " or lower --max-connections"
+        } else {
+            ""
+        };
         tracing::warn!(
-            "the open files limit ({allowed}) leaves {} beside what the host may need ({host_needs}): the plugins with `files` grants ({plugins}) may each hold {share} files open at once instead of {OPEN_FILES}; raise the hard limit (such as systemd's LimitNOFILE) or lower --max-connections",
+            "the open files limit ({allowed}) leaves {} beside what the host may need ({host_needs}): the plugins with `files` grants ({plugins}) may each hold {share} files open at once instead of {OPEN_FILES}; raise the hard limit (such as systemd's LimitNOFILE){or_fewer}",
             allowed.saturating_sub(host_needs)
         );
     }
