@@ -363,6 +363,7 @@ async fn vet(
         gate,
         files,
         open_files: sandbox.open_files(),
+        outgoing_bodies: Default::default(),
     });
     // Only serving starts lazily: `vet` and `lint` read, hash and run
     // every component, since what they report is a decision.
@@ -616,6 +617,7 @@ pub async fn describe_component(
         gate: Arc::new(Network::closed().gate(&decl)?),
         files: Vec::new(),
         open_files: sandbox.open_files(),
+        outgoing_bodies: Default::default(),
     });
     let digest = Sha256Digest::of(&bytes);
     let (_, _, _, specs) = prepare_and_describe(sandbox, bytes, digest, shared).await?;

@@ -357,7 +357,21 @@ type Sending = Box<
         > + Send,
 >;
 
+/// The most one write into an outgoing body may carry. A body holds at
+/// most two such chunks waiting to be sent (wasmtime-wasi-http's channel
+/// keeps one slot free besides its one buffered chunk), so a plugin's
+/// unsent bodies hold at most `sandbox::OUTGOING_BODIES` times 128 KiB.
+pub const BODY_CHUNK_BYTES: usize = 64 << 10;
+
 impl WasiHttpHooks for Egress {
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        BODY_CHUNK_BYTES
+    }
+
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        1
+    }
+
     fn send_request(
         &mut self,
         mut request: http::Request<WasiBody>,

@@ -180,16 +180,7 @@ impl Drop for Place {
 /// Replaces wasmtime-wasi's `open-at` and descriptor drop in `linker`
 /// (which must already hold them) with the counting ones.
 pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    // Defining `open-at` again without shadowing must fail: it proves the
-    // interface is there to be taken over.
-    let probe = linker
-        .instance(FILESYSTEM_TYPES)?
-        .func_wrap(OPEN_AT, |_, (): ()| Ok(()));
-    if probe.is_ok() {
-        wasmtime::bail!(
-            "wasmtime-wasi does not define {FILESYSTEM_TYPES}#{OPEN_AT}, so open files cannot be counted"
-        );
-    }
+    super::ensure_defined(linker, FILESYSTEM_TYPES, OPEN_AT, "open files")?;
     linker.allow_shadowing(true);
     let mut types = linker.instance(FILESYSTEM_TYPES)?;
     types.func_wrap_async(

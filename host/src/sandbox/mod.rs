@@ -5,11 +5,13 @@
 //! whether a call may run (that is policy) and does not know about MCP.
 
 mod bindings;
+mod bodies;
 mod cache;
 mod files;
 mod state;
 
 pub use bindings::{CallContext, ToolError, ToolSpec};
+pub use bodies::{OUTGOING_BODIES, OutgoingBodies};
 pub use cache::{CacheError, ComponentCache, Described, DescribedTool, FileStamp, Origin};
 pub use files::{OPEN_FILES, OpenFiles};
 pub use state::{GrantedDir, PluginShared};
@@ -99,6 +101,26 @@ impl EngineSettings {
             fuel: manifest.plugins.iter().any(|p| p.limits.fuel.is_some()),
         }
     }
+}
+
+/// Fails unless `linker` already defines `interface#import`, before the
+/// host takes the import over (`files.rs`, `bodies.rs`): defining it again
+/// without shadowing fails only if it is there. A wasmtime-wasi that named
+/// the interface's version otherwise would leave `what` uncounted; then the
+/// engine is not made and no plugin loads.
+fn ensure_defined(
+    linker: &mut Linker<PluginState>,
+    interface: &str,
+    import: &str,
+    what: &str,
+) -> wasmtime::Result<()> {
+    let probe = linker
+        .instance(interface)?
+        .func_wrap(import, |_, (): ()| Ok(()));
+    if probe.is_ok() {
+        wasmtime::bail!("WASI's {interface}#{import} is not defined, so {what} cannot be counted");
+    }
+    Ok(())
 }
 
 /// The engine and linker every plugin shares.
@@ -197,6 +219,8 @@ impl Runtime {
         files::count_in(&mut linker).map_err(load_error)?;
         // Outbound HTTP, every request through the network gate's hooks.
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(load_error)?;
+        // So are the outgoing bodies waiting to be sent.
+        bodies::count_in(&mut linker).map_err(load_error)?;
         Plugin::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
             .map_err(load_error)?;
 

@@ -23,6 +23,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Level, toolhost::plugin};
+use super::bodies::OutgoingBodies;
 use super::files::{InstanceFiles, OpenFiles};
 use crate::gate::{Egress, Gate};
 use crate::manifest::{FileMode, Limits, PluginName};
@@ -60,6 +61,8 @@ pub struct PluginShared {
     pub files: Vec<GrantedDir>,
     /// The files its instances hold open (see `files.rs`).
     pub open_files: OpenFiles,
+    /// The outgoing HTTP bodies its instances hold (see `bodies.rs`).
+    pub outgoing_bodies: OutgoingBodies,
 }
 
 /// A `files` grant's directory, opened once when the catalog loads. Each

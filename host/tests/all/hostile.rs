@@ -719,14 +719,7 @@ async fn files_are_counted_per_plugin() {
 
     // The first session's instance goes with it, and its places with that.
     first.cancel().await.unwrap();
-    let mut again = Value::Null;
-    for _ in 0..100 {
-        again = keep(&third).await;
-        if again["opened"] != 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let again = once_places_are_back(async || keep(&third).await).await;
     assert_eq!(again["opened"], 2_000, "{again}");
     assert_eq!(again["held"], 2_096, "{again}");
     ok(&second, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
@@ -749,6 +742,58 @@ async fn a_file_held_by_its_stream_keeps_its_place() {
     content(&call(&first, "fixture_fault_run", run("drop-streams")).await);
     let again = keep(&third).await;
     assert_eq!(again["opened"], 2_000, "{again}");
+}
+
+/// Requests a plugin made and filled a body of, but never sent, hold their
+/// bodies' bytes in the host: a write carries at most 64 KiB, the bodies
+/// are counted per plugin over all its instances, a body beyond them is
+/// refused (an error the guest can handle, not a trap), and a session's
+/// come back when it closes.
+#[tokio::test]
+async fn unsent_request_bodies_are_counted_per_plugin() {
+    let m = manifest(vec![PluginEntry::fixture(), PluginEntry::helpdesk()]);
+    let host = http(&m, &[]);
+    let first = connect(&host.url).await;
+    let second = connect(&host.url).await;
+    let kept = keep_bodies(&first).await;
+    assert_eq!(kept["opened"], 64, "{kept}");
+    assert_eq!(kept["chunk"], 64 << 10, "{kept}");
+    let error = kept["error"].as_str().expect("a body was refused");
+    assert!(error.contains("refused the body"), "{error}");
+    assert_eq!(keep_bodies(&second).await["opened"], 0);
+
+    first.cancel().await.unwrap();
+    let again = once_places_are_back(async || keep_bodies(&second).await).await;
+    assert_eq!(again["opened"], 64, "{again}");
+    ok(&second, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
+}
+
+/// What `keep` reports once it opens anything: a closed session's places
+/// come back a moment after it closes.
+async fn once_places_are_back(keep: impl AsyncFn() -> Value) -> Value {
+    let mut again = Value::Null;
+    for _ in 0..100 {
+        again = keep().await;
+        if again["opened"] != 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    again
+}
+
+/// Has the fixture make up to 2 000 more unsent requests with filled
+/// bodies and keep them; what it reports.
+async fn keep_bodies(client: &Client) -> Value {
+    let kept = call(
+        client,
+        "fixture_fault_run",
+        json!({ "fault": "keep-bodies" }),
+    )
+    .await;
+    let body = content(&kept);
+    assert_eq!(kept.is_error, Some(false), "{body}");
+    body
 }
 
 /// When the process's limit on open files leaves less than the plugins'

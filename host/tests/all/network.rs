@@ -601,6 +601,58 @@ async fn requests_per_call_and_the_request_timeout_are_enforced() {
     );
 }
 
+/// A request body gives its place back once the request is sent, whether
+/// the upstream answered or the gate refused it: a plugin that sends more
+/// bodies over its life than it may hold at once (64) keeps sending.
+#[tokio::test]
+async fn sent_request_bodies_give_their_places_back() {
+    let secret = fresh_secret();
+    let server = upstream(&secret).await;
+    let bound = format!("http://{}", server.addr());
+    // The spy's sending tool as a write tool, which may send a body.
+    let mut spy = spy_with(
+        &bound,
+        "http://unused.example.com",
+        "http://localhost:1",
+        "requests_per_call = 50",
+    );
+    for (tool, risk) in &mut spy.tools {
+        if tool == "spy_http_send" {
+            *risk = "write".into();
+        }
+    }
+    let m = manifest(vec![spy]);
+    let task = open_task(&m, &["spy_http_send"], &[]);
+    let host = host(&m, &["--task-token", &task.token], &secret).await;
+    let client = &host.client;
+    let post = |url: String, repeat: u32| json!({ "url": url, "method": "POST", "body": "a body", "repeat": repeat, "keep_going": true });
+    for _ in 0..2 {
+        let sent = ok(
+            client,
+            "spy_http_send",
+            post(format!("{bound}/echo/headers"), 50),
+        )
+        .await;
+        assert_eq!(sent["refused"], json!(0), "{sent}");
+        let denied = ok(
+            client,
+            "spy_http_send",
+            post("http://elsewhere.example.com/".into(), 50),
+        )
+        .await;
+        assert_eq!(denied["refused"], json!(50), "{denied}");
+    }
+    assert_eq!(server.requests().len(), 100);
+    let last = ok(
+        client,
+        "spy_http_send",
+        post(format!("{bound}/echo/headers"), 1),
+    )
+    .await;
+    assert_eq!(last["refused"], json!(0), "{last}");
+    host.stop().await;
+}
+
 #[tokio::test]
 async fn a_plugins_concurrent_requests_are_capped_with_a_retryable_busy() {
     let (secret, _server, bound, m) = limited_spy("concurrent = 1").await;
