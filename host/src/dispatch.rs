@@ -671,7 +671,11 @@ impl Toolhost {
                 refusal,
             }),
             (Err(mut error), None) => {
-                error.message = redactor.text(&error.message).into_owned();
+                // Only as much is redacted as `sanitise` can keep (and one
+                // byte more, so it still sees that it cuts).
+                error.message = redactor
+                    .text_head(&error.message, PLUGIN_MESSAGE_BYTES + 1)
+                    .into_owned();
                 Err(CallError::Plugin {
                     tool: tool.name.clone(),
                     error: sanitise(error),

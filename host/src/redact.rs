@@ -28,6 +28,8 @@ use zeroize::Zeroizing;
 pub struct Redactor {
     matcher: Option<AhoCorasick>,
     replacements: Vec<String>,
+    /// The longest pattern's length in bytes.
+    longest: usize,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -79,6 +81,7 @@ impl Redactor {
             .expect("a few short literal patterns always build");
         Redactor {
             matcher: Some(matcher),
+            longest: patterns.iter().map(|p| p.len()).max().unwrap_or(0),
             replacements,
         }
     }
@@ -99,6 +102,30 @@ impl Redactor {
             }
             _ => Cow::Borrowed(bytes),
         }
+    }
+
+    /// Enough of `bytes`, redacted, for its first `max` bytes to be those of
+    /// all of it redacted, for a caller that keeps no more (a log line):
+    /// a huge text is not read to its end. A secret replaced leaves at
+    /// least one byte for every pattern length it takes, so a secret found
+    /// beyond `max` times the longest pattern cannot reach the first `max`
+    /// bytes, and one starting before it ends within one more length.
+    pub fn bytes_head<'a>(&self, bytes: &'a [u8], max: usize) -> Cow<'a, [u8]> {
+        self.bytes(&bytes[..self.head_len(bytes.len(), max)])
+    }
+
+    /// [`Redactor::bytes_head`] for text.
+    pub fn text_head<'a>(&self, text: &'a str, max: usize) -> Cow<'a, str> {
+        let mut end = self.head_len(text.len(), max);
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        self.text(&text[..end])
+    }
+
+    fn head_len(&self, len: usize, max: usize) -> usize {
+        let window = max.saturating_add(1).saturating_mul(self.longest);
+        len.min(window.max(max))
     }
 
     /// Whether any secret is configured at all.
@@ -183,6 +210,35 @@ impl std::io::Write for RedactingStderr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_head_is_what_redacting_all_and_cutting_gives() {
+        let secret = "tok-1234567890";
+        let r = Redactor::new(&[("t".into(), Zeroizing::new(secret.into()))]);
+        for max in [1, 5, 16, 40, 300] {
+            for filler in 0..30 {
+                let text = format!(
+                    "{}{secret}{}{}é{}",
+                    "x".repeat(filler),
+                    "y".repeat(filler % 7),
+                    secret.repeat(filler),
+                    "z".repeat(200)
+                );
+                let all = r.text(&text);
+                let head = r.text_head(&text, max);
+                let kept = max.min(all.len());
+                assert_eq!(head.as_bytes()[..kept], all.as_bytes()[..kept], "{text}");
+                let head = r.bytes_head(text.as_bytes(), max);
+                assert_eq!(head[..kept], all.as_bytes()[..kept], "{text}");
+            }
+        }
+        // A huge line is read no further than the window.
+        let long = format!("{}{secret}", "a".repeat(1 << 20));
+        assert_eq!(r.bytes_head(long.as_bytes(), 10).len(), 11 * r.longest);
+        assert!(r.longest < 30);
+        let none = Redactor::default();
+        assert_eq!(none.bytes_head(long.as_bytes(), 10).len(), 10);
+    }
 
     #[test]
     fn every_form_of_a_secret_is_replaced() {

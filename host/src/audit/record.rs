@@ -107,7 +107,19 @@ pub fn line(seq: u64, time: &str, prev: &str, event: &mut Map<String, Value>) ->
             *value = serde_json::json!({ "cut": true, "bytes": size });
         }
     }
-    let text = canonical(&Value::Object(record));
+    let mut text = canonical(&Value::Object(record.clone()));
+    if text.len() > MAX_RECORD_BYTES {
+        // Then any other long text (a URL a plugin made up, say) is cut, so
+        // that the record still says who did what.
+        for value in record.values_mut() {
+            if let Value::String(long) = value
+                && long.len() > MAX_STRING_BYTES
+            {
+                *long = bounded_text(long);
+            }
+        }
+        text = canonical(&Value::Object(record));
+    }
     if text.len() <= MAX_RECORD_BYTES {
         text
     } else {
@@ -244,5 +256,27 @@ mod tests {
         let record: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(record["seq"], 7);
         assert_eq!(record["arguments"]["cut"], true);
+    }
+
+    #[test]
+    fn an_oversized_text_field_is_cut_and_the_record_kept() {
+        let mut event = Map::new();
+        event.insert("event".into(), "outbound_request".into());
+        event.insert("plugin".into(), "spy".into());
+        event.insert("outcome".into(), "ok".into());
+        let url = format!("https://api.example.com/{}", "a".repeat(70_000));
+        event.insert("url".into(), url.into());
+        event.insert("detail".into(), "d".repeat(1_000).into());
+        let text = line(3, "2026-01-01T00:00:00Z", GENESIS, &mut event);
+        let record: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(record["event"], "outbound_request");
+        assert_eq!(
+            (&record["plugin"], &record["outcome"]),
+            (&json!("spy"), &json!("ok"))
+        );
+        let url = record["url"].as_str().unwrap();
+        assert!(url.starts_with("https://api.example.com/aaa"), "{url}");
+        assert!(url.ends_with("…[cut: 70024 bytes]"), "{url}");
+        assert_eq!(record["detail"]["cut"], true);
     }
 }

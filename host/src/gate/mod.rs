@@ -25,7 +25,7 @@ use http::{HeaderName, HeaderValue, Method};
 use tokio::sync::Semaphore;
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::audit::{Audit, Event};
+use crate::audit::{Audit, Event, record};
 use crate::manifest::{
     AllowEntry, CredentialDecl, Manifest, NetworkLimits, PluginDecl, PluginName, RiskClass, Scheme,
 };
@@ -262,6 +262,10 @@ impl Drop for Egress {
 /// Longer than any method HTTP has registered (17 bytes).
 const MAX_METHOD_BYTES: usize = 32;
 
+/// The longest URL recorded (and logged) whole; a longer one keeps its
+/// first 256 bytes and its length.
+const MAX_URL_SHOWN: usize = 2_048;
+
 /// A method as recorded: cut where it is longer than any real one.
 fn shown_method(method: &Method) -> String {
     let method = method.as_str();
@@ -413,9 +417,15 @@ impl WasiHttpHooks for Egress {
                 .find(|a| a.destination.matches(scheme, &host, port))
         });
         // The query is left out of the record: it may carry personal data.
+        // A path the plugin made longer than any API's is cut, with its
+        // length kept, in the record and the log alike.
+        let mut url = format!("{origin}{}", uri.path());
+        if url.len() > MAX_URL_SHOWN {
+            url = record::bounded_text(&url);
+        }
         let mut attempt = self.attempt(
             shown_method(request.method()),
-            format!("{origin}{}", uri.path()),
+            url,
             listed.map(|entry| entry.destination.host.to_string()),
         );
         let denied = |attempt: &Attempt, detail: String, body: WasiBody| -> Sending {

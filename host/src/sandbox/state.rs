@@ -391,8 +391,9 @@ impl LogSink {
             Ok(_) => {}
             Err(_) => return,
         }
-        // Redacted before it is cut, so a cut cannot split a secret.
-        let bytes = self.redactor.bytes(bytes);
+        // Redacted before it is cut, so a cut cannot split a secret; only as
+        // much is read as the cut can keep.
+        let bytes = self.redactor.bytes_head(bytes, LOG_LINE_BYTES);
         let cut = &bytes[..bytes.len().min(LOG_LINE_BYTES)];
         let text = String::from_utf8_lossy(cut);
         let text = text.trim_end();
