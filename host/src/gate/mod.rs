@@ -542,7 +542,7 @@ impl WasiHttpHooks for Egress {
         let limits = gate.limits;
         let in_flight = gate.in_flight.clone();
         Box::new(async move {
-            let Ok(_permit) = in_flight.try_acquire_owned() else {
+            let Ok(permit) = in_flight.try_acquire_owned() else {
                 send::drain(request.into_body());
                 return Err(attempt.refuse(
                     "busy",
@@ -562,6 +562,7 @@ impl WasiHttpHooks for Egress {
                     limits.response_bytes,
                     &attempt.gate.redactor,
                     &attempt.gate.held,
+                    Arc::new(permit),
                 ),
             )
             .await;

@@ -2,7 +2,7 @@
 //! address it got, connects to a checked address itself, and reads the whole
 //! response within the plugin's limits before the plugin sees any of it.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
@@ -72,6 +72,10 @@ pub(super) struct Sent {
     pub bytes: u64,
 }
 
+/// One of the plugin's requests in flight, held until the request is done
+/// and any name lookup it started has returned.
+pub(super) type InFlight = Arc<tokio::sync::OwnedSemaphorePermit>;
+
 /// Sends `request` to `target`, reading at most `limit` bytes of body.
 pub(super) async fn send(
     mut request: Request<WasiBody>,
@@ -79,8 +83,11 @@ pub(super) async fn send(
     limit: u64,
     redactor: &Redactor,
     held: &HeldBytes,
+    in_flight: InFlight,
 ) -> Result<Sent, SendError> {
-    let addrs = resolve(target).await?;
+    // The place is held here until the request is done, and by the lookup
+    // until it returns.
+    let addrs = resolve(target, in_flight.clone()).await?;
     for addr in &addrs {
         address::check(addr.ip(), &target.addresses)
             .map_err(|why| SendError::Denied(format!("{} resolves to {why}", target.host)))?;
@@ -179,14 +186,28 @@ pub(super) async fn send(
     })
 }
 
-async fn resolve(target: &Target) -> Result<Vec<SocketAddr>, SendError> {
+/// The addresses of `target`'s host. The system's resolver blocks a thread
+/// of the runtime's blocking pool, and goes on after the request's timeout
+/// has ended it (a name server that never answers keeps it for the
+/// resolver's own timeouts): the lookup holds the request's place in flight
+/// until it returns, so a plugin cannot keep more threads looking up than
+/// it may have requests in flight.
+async fn resolve(target: &Target, in_flight: InFlight) -> Result<Vec<SocketAddr>, SendError> {
     if let Ok(ip) = target.host.parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, target.port)]);
     }
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((target.host.as_str(), target.port))
-        .await
-        .map_err(|e| SendError::Dns(format!("{}: {e}", target.host)))?
-        .collect();
+    let (host, port) = (target.host.clone(), target.port);
+    let found = tokio::task::spawn_blocking(move || {
+        let _in_flight = in_flight;
+        (host.as_str(), port)
+            .to_socket_addrs()
+            .map(Iterator::collect::<Vec<SocketAddr>>)
+    })
+    .await;
+    let addrs = match found {
+        Ok(found) => found.map_err(|e| SendError::Dns(format!("{}: {e}", target.host)))?,
+        Err(e) => return Err(SendError::Dns(format!("{}: {e}", target.host))),
+    };
     if addrs.is_empty() {
         return Err(SendError::Dns(target.host.clone()));
     }
