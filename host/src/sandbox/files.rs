@@ -20,6 +20,12 @@
 //! went) while so held keeps its place until it closes, which is looked at
 //! when the plugin's places run out. An open itself still under way on a
 //! host thread when its call ends gives its place back at once.
+//!
+//! A directory's listing (`read-directory`) is read whole into host memory
+//! before the guest sees its first entry, and each listing stream is a
+//! handle of its own: the host also takes over `read-directory` and the
+//! stream's drop, so that a plugin holds at most [`LISTINGS`] listings at
+//! once over its instances, not one per handle.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -28,7 +34,8 @@ use std::sync::{Arc, Mutex, Weak};
 use wasmtime::component::{Linker, Resource, ResourceTable, ResourceType};
 use wasmtime_wasi::filesystem::{Descriptor as Opened, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
-    Descriptor, DescriptorFlags, ErrorCode, Host, HostDescriptor, OpenFlags, PathFlags,
+    Descriptor, DescriptorFlags, DirectoryEntryStream, ErrorCode, Host, HostDescriptor,
+    HostDirectoryEntryStream, OpenFlags, PathFlags,
 };
 
 use super::state::{PluginShared, PluginState};
@@ -38,12 +45,16 @@ use super::state::{PluginShared, PluginState};
 /// directories a grant gives it are not counted.
 pub const OPEN_FILES: u32 = 4_096;
 
+/// Directory listings one plugin may hold at once, over all its instances.
+pub const LISTINGS: u32 = 16;
+
 /// The WASI interface whose imports are taken over, as wasmtime-wasi
 /// names it. [`count_in`] fails, and with it every plugin's load, if the
 /// linker has no such interface (a wasmtime-wasi that names another
 /// version), rather than leaving the files uncounted.
 const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 const OPEN_AT: &str = "[method]descriptor.open-at";
+const READ_DIRECTORY: &str = "[method]descriptor.read-directory";
 
 /// A plugin's count of open files, shared by its instances.
 #[derive(Debug)]
@@ -56,6 +67,8 @@ pub struct OpenFiles {
     /// finishing a read, held them). Each keeps its place until it is
     /// really closed, which is looked at when the places run out.
     lingering: Mutex<Vec<Weak<std::fs::File>>>,
+    /// Directory listings its instances hold.
+    listings: AtomicU32,
 }
 
 impl OpenFiles {
@@ -65,6 +78,7 @@ impl OpenFiles {
             held: AtomicU32::new(0),
             places: places.min(OPEN_FILES),
             lingering: Mutex::default(),
+            listings: AtomicU32::new(0),
         }
     }
 
@@ -114,6 +128,19 @@ impl OpenFiles {
         self.give_back(freed);
     }
 
+    fn take_listing(&self) -> bool {
+        self.listings
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                (held < LISTINGS).then_some(held + 1)
+            })
+            .is_ok()
+    }
+
+    fn give_back_listings(&self, count: usize) {
+        let count = u32::try_from(count).expect("at most LISTINGS listings");
+        self.listings.fetch_sub(count, Ordering::AcqRel);
+    }
+
     /// Gives back the places of lingering files now closed; how many.
     fn sweep(&self) -> usize {
         let mut lingering = self.lingering.lock().unwrap_or_else(|p| p.into_inner());
@@ -129,6 +156,8 @@ impl OpenFiles {
 #[derive(Default)]
 pub(super) struct InstanceFiles {
     open: HashSet<u32>,
+    /// The directory listings it holds, by their handle.
+    listings: HashSet<u32>,
 }
 
 impl InstanceFiles {
@@ -148,6 +177,8 @@ impl InstanceFiles {
         }
         drop(table);
         shared.open_files.let_go_all(directories, files);
+        shared.open_files.give_back_listings(self.listings.len());
+        self.listings.clear();
     }
 }
 
@@ -180,7 +211,9 @@ impl Drop for Place {
 /// Replaces wasmtime-wasi's `open-at` and descriptor drop in `linker`
 /// (which must already hold them) with the counting ones.
 pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    super::ensure_defined(linker, FILESYSTEM_TYPES, OPEN_AT, "open files")?;
+    for import in [OPEN_AT, READ_DIRECTORY] {
+        super::ensure_defined(linker, FILESYSTEM_TYPES, import, "open files")?;
+    }
     linker.allow_shadowing(true);
     let mut types = linker.instance(FILESYSTEM_TYPES)?;
     types.func_wrap_async(
@@ -234,6 +267,65 @@ pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()>
             Ok(())
         },
     )?;
+    types.func_wrap_async(
+        READ_DIRECTORY,
+        |mut store, (dir,): (Resource<Descriptor>,)| {
+            Box::new(async move {
+                let state: &mut PluginState = store.data_mut();
+                let Some(listing) = Listing::take(&state.shared) else {
+                    state.listings_refused();
+                    return Ok((Err(ErrorCode::Quota),));
+                };
+                let mut fs = state.filesystem();
+                match fs.read_directory(dir).await {
+                    Ok(stream) => {
+                        state.held_files.listings.insert(stream.rep());
+                        listing.keep();
+                        Ok((Ok(stream),))
+                    }
+                    Err(e) => Ok((Err(fs.convert_error_code(e)?),)),
+                }
+            })
+        },
+    )?;
+    types.resource(
+        "directory-entry-stream",
+        ResourceType::host::<DirectoryEntryStream>(),
+        |mut store, rep| {
+            let state: &mut PluginState = store.data_mut();
+            HostDirectoryEntryStream::drop(&mut state.filesystem(), Resource::new_own(rep))?;
+            if state.held_files.listings.remove(&rep) {
+                state.shared.open_files.give_back_listings(1);
+            }
+            Ok(())
+        },
+    )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// A listing's place taken for a `read-directory` under way: given back if
+/// it fails or its call is dropped part-way, kept once the stream is in the
+/// instance's table.
+struct Listing(Option<Arc<PluginShared>>);
+
+impl Listing {
+    fn take(shared: &Arc<PluginShared>) -> Option<Listing> {
+        shared
+            .open_files
+            .take_listing()
+            .then(|| Listing(Some(shared.clone())))
+    }
+
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Listing {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.0 {
+            shared.open_files.give_back_listings(1);
+        }
+    }
 }

@@ -13,7 +13,7 @@ mod state;
 pub use bindings::{CallContext, ToolError, ToolSpec};
 pub use bodies::{OUTGOING_BODIES, OutgoingBodies};
 pub use cache::{CacheError, ComponentCache, Described, DescribedTool, FileStamp, Origin};
-pub use files::{OPEN_FILES, OpenFiles};
+pub use files::{LISTINGS, OPEN_FILES, OpenFiles};
 pub use state::{GrantedDir, PluginShared};
 
 use std::collections::HashMap;

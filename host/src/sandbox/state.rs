@@ -120,6 +120,8 @@ pub struct PluginState {
     /// Whether a refused open has been logged for this instance (once is
     /// enough, and a plugin must not be able to fill the log).
     files_refusal_logged: bool,
+    /// A refused `read-directory` was logged for this instance.
+    listings_refusal_logged: bool,
     /// Set when the guest asked for more memory than its limit allows, so a
     /// resulting trap is reported as `out_of_memory`, not as a crash.
     pub(super) memory_exceeded: bool,
@@ -177,6 +179,7 @@ impl PluginState {
             log,
             held_files: InstanceFiles::default(),
             files_refusal_logged: false,
+            listings_refusal_logged: false,
             memory_exceeded: false,
             memory_bytes: 0,
             deadline: Instant::now(),
@@ -192,6 +195,18 @@ impl PluginState {
                 plugin = %self.shared.name,
                 "the plugin holds {} open files over its instances; an open was refused with `quota`",
                 self.shared.open_files.places()
+            );
+        }
+    }
+
+    /// Logs, once per instance, that a `read-directory` was refused because
+    /// the plugin holds all its listings.
+    pub(super) fn listings_refused(&mut self) {
+        if !std::mem::replace(&mut self.listings_refusal_logged, true) {
+            tracing::warn!(
+                plugin = %self.shared.name,
+                "the plugin holds {} directory listings over its instances; a read-directory was refused with `quota`",
+                super::files::LISTINGS
             );
         }
     }

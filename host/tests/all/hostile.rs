@@ -824,6 +824,32 @@ async fn plugins_share_only_the_open_files_the_host_spares() {
     ok(&second, "helpdesk_ticket_get", json!({ "key": "T-1041" })).await;
 }
 
+/// A directory's listing is read whole into the host before the guest
+/// sees it: listings held are counted per plugin over all its instances,
+/// one beyond them fails with `quota`, and a session's come back when it
+/// closes.
+#[tokio::test]
+async fn directory_listings_are_counted_per_plugin() {
+    let (_m, _host, [first, second, _]) = files_host().await;
+    let listings = async |client: &Client| {
+        let kept = call(
+            client,
+            "fixture_fault_run",
+            json!({ "fault": "keep-listings", "path": "/kb" }),
+        )
+        .await;
+        content(&kept)
+    };
+    let kept = listings(&first).await;
+    assert_eq!(kept["opened"], 16, "{kept}");
+    let error = kept["error"].as_str().expect("a listing was refused");
+    assert!(error.to_lowercase().contains("quota"), "{error}");
+    assert_eq!(listings(&second).await["opened"], 0);
+    first.cancel().await.unwrap();
+    let again = once_places_are_back(async || listings(&second).await).await;
+    assert_eq!(again["opened"], 16, "{again}");
+}
+
 /// An HTTP host on [`files_manifest`] (kept: its folder holds the host's
 /// state) and three sessions of it.
 async fn files_host() -> (TestManifest, HttpHost, [Client; 3]) {
