@@ -182,28 +182,38 @@ impl InstanceFiles {
     }
 }
 
-/// A place taken for an open under way: given back if the open fails or
-/// its call is dropped part-way (a timeout), kept once the descriptor is
-/// in the instance's table.
-struct Place(Option<Arc<PluginShared>>);
+/// A place taken for an open (or a listing) under way: given back if it
+/// fails or its call is dropped part-way (a timeout), kept once the
+/// descriptor (or stream) is in the instance's table.
+struct Place {
+    shared: Option<Arc<PluginShared>>,
+    give_back: fn(&OpenFiles),
+}
 
 impl Place {
-    fn take(shared: &Arc<PluginShared>) -> Option<Place> {
-        shared
-            .open_files
-            .take()
-            .then(|| Place(Some(shared.clone())))
+    fn file(shared: &Arc<PluginShared>) -> Option<Place> {
+        shared.open_files.take().then(|| Place {
+            shared: Some(shared.clone()),
+            give_back: |files| files.give_back(1),
+        })
+    }
+
+    fn listing(shared: &Arc<PluginShared>) -> Option<Place> {
+        shared.open_files.take_listing().then(|| Place {
+            shared: Some(shared.clone()),
+            give_back: |files| files.give_back_listings(1),
+        })
     }
 
     fn keep(mut self) {
-        self.0 = None;
+        self.shared = None;
     }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
-        if let Some(shared) = &self.0 {
-            shared.open_files.give_back(1);
+        if let Some(shared) = &self.shared {
+            (self.give_back)(&shared.open_files);
         }
     }
 }
@@ -228,7 +238,7 @@ pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()>
         )| {
             Box::new(async move {
                 let state: &mut PluginState = store.data_mut();
-                let Some(place) = Place::take(&state.shared) else {
+                let Some(place) = Place::file(&state.shared) else {
                     state.files_refused();
                     return Ok((Err(ErrorCode::Quota),));
                 };
@@ -272,7 +282,7 @@ pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()>
         |mut store, (dir,): (Resource<Descriptor>,)| {
             Box::new(async move {
                 let state: &mut PluginState = store.data_mut();
-                let Some(listing) = Listing::take(&state.shared) else {
+                let Some(listing) = Place::listing(&state.shared) else {
                     state.listings_refused();
                     return Ok((Err(ErrorCode::Quota),));
                 };
@@ -302,30 +312,4 @@ pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()>
     )?;
     linker.allow_shadowing(false);
     Ok(())
-}
-
-/// A listing's place taken for a `read-directory` under way: given back if
-/// it fails or its call is dropped part-way, kept once the stream is in the
-/// instance's table.
-struct Listing(Option<Arc<PluginShared>>);
-
-impl Listing {
-    fn take(shared: &Arc<PluginShared>) -> Option<Listing> {
-        shared
-            .open_files
-            .take_listing()
-            .then(|| Listing(Some(shared.clone())))
-    }
-
-    fn keep(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for Listing {
-    fn drop(&mut self) {
-        if let Some(shared) = &self.0 {
-            shared.open_files.give_back_listings(1);
-        }
-    }
 }
