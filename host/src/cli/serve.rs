@@ -131,7 +131,8 @@ const DESCRIPTORS_BESIDE_CONNECTIONS: u64 = 512;
 /// descriptor: `--max-connections` (4 096 by default) could not be reached.
 ///
 /// The host's own needs come first: its connections, the directories every
-/// instance of a plugin with grants opens, and its trail and stores. The
+/// instance of a plugin with grants opens, the sockets of plugins'
+/// outbound requests in flight, and its trail and stores. The
 /// plugins, whose authors are not trusted, share what the limit leaves,
 /// each up to `sandbox::OPEN_FILES`, so that their opens cannot take what
 /// the host needs. Says so when the limit is too low for either.
@@ -157,18 +158,25 @@ fn open_files_per_plugin(manifest: &Manifest, max_connections: Option<usize>) ->
         .count();
     let connections = max_connections.unwrap_or(0) as u64;
     let directories = granted_directory_descriptors(manifest, max_connections.is_some());
-    let host_needs = connections + directories + DESCRIPTORS_BESIDE_CONNECTIONS;
+    // Each request a plugin has in flight holds a socket to its upstream.
+    let outbound: u64 = manifest
+        .plugins
+        .iter()
+        .filter(|p| !p.network.allow.is_empty())
+        .map(|p| u64::from(p.network.limits.concurrent))
+        .sum();
+    let host_needs = connections + directories + outbound + DESCRIPTORS_BESIDE_CONNECTIONS;
     let Some(allowed) = limit.current else {
         return OPEN_FILES;
     };
-    if connections + directories > 0 && allowed < host_needs {
+    if connections + directories + outbound > 0 && allowed < host_needs {
         let beyond = if connections > 0 {
             ": beyond it, new connections wait until others close"
         } else {
             ""
         };
         tracing::warn!(
-            "about {host_needs} open files may be needed ({connections} for --max-connections, {directories} for the directories of the instances of plugins with `files` grants, {DESCRIPTORS_BESIDE_CONNECTIONS} for the rest), but the limit is {allowed}{beyond}"
+            "about {host_needs} open files may be needed ({connections} for --max-connections, {directories} for the directories of the instances of plugins with `files` grants, {outbound} for plugins' outbound requests in flight, {DESCRIPTORS_BESIDE_CONNECTIONS} for the rest), but the limit is {allowed}{beyond}"
         );
     }
     let share = files_share(allowed, host_needs, plugins);

@@ -262,9 +262,19 @@ impl Drop for Egress {
 /// Longer than any method HTTP has registered (17 bytes).
 const MAX_METHOD_BYTES: usize = 32;
 
-/// The longest URL recorded (and logged) whole; a longer one keeps its
-/// first 256 bytes and its length.
-const MAX_URL_SHOWN: usize = 2_048;
+/// The longest URL or refusal detail recorded, logged and told whole. A
+/// plugin makes up the path and the host name (wasi:http bounds neither),
+/// and a detail names them; a longer text keeps its first 256 bytes and its
+/// length.
+const MAX_SHOWN_BYTES: usize = 2_048;
+
+fn shown(text: String) -> String {
+    if text.len() > MAX_SHOWN_BYTES {
+        record::bounded_text(&text)
+    } else {
+        text
+    }
+}
 
 /// A method as recorded: cut where it is longer than any real one.
 fn shown_method(method: &Method) -> String {
@@ -297,6 +307,7 @@ impl Attempt {
         address: Option<String>,
         detail: Option<String>,
     ) {
+        let detail = detail.map(shown);
         match outcome {
             "ok" => {
                 tracing::debug!(plugin = %self.gate.plugin, method = %self.method, url = %self.url, ?status, "outbound request")
@@ -338,6 +349,7 @@ impl Attempt {
         retryable: bool,
         wasi: wasmtime_wasi_http::Error,
     ) -> wasmtime_wasi_http::Error {
+        let detail = shown(detail);
         self.finish(code, None, None, None, Some(detail.clone()));
         let mut slot = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
         slot.get_or_insert(Refusal {
@@ -417,15 +429,9 @@ impl WasiHttpHooks for Egress {
                 .find(|a| a.destination.matches(scheme, &host, port))
         });
         // The query is left out of the record: it may carry personal data.
-        // A path the plugin made longer than any API's is cut, with its
-        // length kept, in the record and the log alike.
-        let mut url = format!("{origin}{}", uri.path());
-        if url.len() > MAX_URL_SHOWN {
-            url = record::bounded_text(&url);
-        }
         let mut attempt = self.attempt(
             shown_method(request.method()),
-            url,
+            shown(format!("{origin}{}", uri.path())),
             listed.map(|entry| entry.destination.host.to_string()),
         );
         let denied = |attempt: &Attempt, detail: String, body: WasiBody| -> Sending {
@@ -619,6 +625,20 @@ mod tests {
 
     /// A method of the guest's own making is recorded cut, and is one the
     /// gate refuses; a real one is recorded whole.
+    #[test]
+    fn a_made_up_url_or_detail_is_cut_past_2_kib() {
+        let whole = "a".repeat(MAX_SHOWN_BYTES);
+        assert_eq!(shown(whole.clone()), whole);
+        let long = format!("http://{}.example.com/", "h".repeat(100_000));
+        let cut = shown(long.clone());
+        assert!(cut.starts_with("http://hhh"), "{cut}");
+        assert!(
+            cut.ends_with(&format!("[cut: {} bytes]", long.len())),
+            "{cut}"
+        );
+        assert!(cut.len() < 400);
+    }
+
     #[test]
     fn a_method_longer_than_any_real_one_is_cut_in_the_record() {
         let long = Method::from_bytes("X".repeat(4096).as_bytes()).unwrap();
