@@ -9,13 +9,14 @@
 //! chunks. Every plugin has wasi:http (its allow-list decides only where a
 //! request may go), so this was open to all of them.
 //!
-//! So chunks are 64 KiB (`gate::BODY_CHUNK_BYTES`, in the gate's hooks), and the
-//! host takes over `outgoing-request.body` and `outgoing-response.body`:
-//! each body takes one of the plugin's [`OUTGOING_BODIES`] places first,
-//! and when none is left the import returns its error (the guest sees a
-//! body it cannot have, not a trap). The place goes with the end of the
-//! channel that holds the waiting chunks: given back when the request or
-//! response is dropped, or once the gate has sent or discarded its body.
+//! So chunks are 64 KiB (`gate::BODY_CHUNK_BYTES`, in the gate's hooks),
+//! and the host takes over `outgoing-request.body` and
+//! `outgoing-response.body`: each body takes one of the plugin's
+//! [`OUTGOING_BODIES`] places first, and when none is left the import
+//! returns its error (the guest sees a body it cannot have, not a trap).
+//! The place goes with the end of the channel that holds the waiting
+//! chunks: given back when the request or response is dropped, or once
+//! the gate has sent or discarded its body.
 
 use std::pin::Pin;
 use std::sync::Arc;
