@@ -107,7 +107,7 @@ pub fn line(seq: u64, time: &str, prev: &str, event: &mut Map<String, Value>) ->
             *value = serde_json::json!({ "cut": true, "bytes": size });
         }
     }
-    let mut text = canonical(&Value::Object(record.clone()));
+    let mut text = canonical_map(&record);
     if text.len() > MAX_RECORD_BYTES {
         // Then any other long text (a URL a plugin made up, say) is cut, so
         // that the record still says who did what.
@@ -118,7 +118,7 @@ pub fn line(seq: u64, time: &str, prev: &str, event: &mut Map<String, Value>) ->
                 *long = bounded_text(long);
             }
         }
-        text = canonical(&Value::Object(record));
+        text = canonical_map(&record);
     }
     if text.len() <= MAX_RECORD_BYTES {
         text

@@ -121,22 +121,14 @@ fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
 /// plugin's: the trail, the stores, the cache, the listeners and the log.
 const DESCRIPTORS_BESIDE_CONNECTIONS: u64 = 512;
 
-/// Raises the soft limit on open files to the hard one, and returns how
-/// many files each plugin with `files` grants may hold open at once.
-///
-/// Service managers commonly start a process at a soft limit of 1 024 (low
-/// for the sake of programs that use `select`, which this one does not)
-/// under a far higher hard one, and every connection, database socket,
-/// trail segment, granted directory and file a plugin opens takes a
-/// descriptor: `--max-connections` (4 096 by default) could not be reached.
-///
-/// The host's own needs come first: its connections, the directories every
-/// instance of a plugin with grants opens, the sockets of plugins'
-/// outbound requests in flight, and its trail and stores. The
-/// plugins, whose authors are not trusted, share what the limit leaves,
-/// each up to `sandbox::OPEN_FILES`, so that their opens cannot take what
-/// the host needs. Says so when the limit is too low for either.
-fn open_files_per_plugin(manifest: &Manifest, max_connections: Option<usize>) -> u32 {
+/// Raises the soft limit on open files to the hard one, and returns the
+/// limit the process then has (`None`: none). Service managers commonly
+/// start a process at a soft limit of 1 024 (low for the sake of programs
+/// that use `select`, which this one does not) under a far higher hard one,
+/// and every connection, database socket, trail segment, granted directory
+/// and file a plugin opens takes a descriptor: `--max-connections` (4 096
+/// by default) could not be reached.
+fn raise_open_files_limit() -> Option<u64> {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if let (Some(soft), Some(hard)) = (limit.current, limit.maximum)
@@ -151,6 +143,21 @@ fn open_files_per_plugin(manifest: &Manifest, max_connections: Option<usize>) ->
             }
         }
     }
+    limit.current
+}
+
+/// How many files each plugin with `files` grants may hold open at once,
+/// once the limit on open files is raised. The host's own needs come first:
+/// its connections, the directories every instance of a plugin with grants
+/// opens, the sockets of plugins' outbound requests in flight, and its
+/// trail and stores. The plugins, whose authors are not trusted, share what
+/// the limit leaves, each up to `sandbox::OPEN_FILES`, so that their opens
+/// cannot take what the host needs. Says so when the limit is too low for
+/// either.
+fn open_files_per_plugin(manifest: &Manifest, max_connections: Option<usize>) -> u32 {
+    let Some(allowed) = raise_open_files_limit() else {
+        return OPEN_FILES;
+    };
     let plugins = manifest
         .plugins
         .iter()
@@ -166,9 +173,6 @@ fn open_files_per_plugin(manifest: &Manifest, max_connections: Option<usize>) ->
         .map(|p| u64::from(p.network.limits.concurrent))
         .sum();
     let host_needs = connections + directories + outbound + DESCRIPTORS_BESIDE_CONNECTIONS;
-    let Some(allowed) = limit.current else {
-        return OPEN_FILES;
-    };
     if connections + directories + outbound > 0 && allowed < host_needs {
         let beyond = if connections > 0 {
             ": beyond it, new connections wait until others close"

@@ -787,15 +787,7 @@ async fn once_held(count: u64, keep: impl AsyncFn() -> Value) -> Value {
 /// Has the fixture make up to 2 000 more unsent requests with filled
 /// bodies and keep them; what it reports.
 async fn keep_bodies(client: &Client) -> Value {
-    let kept = call(
-        client,
-        "fixture_fault_run",
-        json!({ "fault": "keep-bodies" }),
-    )
-    .await;
-    let body = content(&kept);
-    assert_eq!(kept.is_error, Some(false), "{body}");
-    body
+    kept(client, "keep-bodies", "").await
 }
 
 /// When the process's limit on open files leaves less than the plugins'
@@ -844,15 +836,7 @@ async fn plugins_share_only_the_open_files_the_host_spares() {
 #[tokio::test]
 async fn directory_listings_are_counted_per_plugin() {
     let (_m, _host, [first, second, _]) = files_host().await;
-    let listings = async |client: &Client| {
-        let kept = call(
-            client,
-            "fixture_fault_run",
-            json!({ "fault": "keep-listings", "path": "/kb" }),
-        )
-        .await;
-        content(&kept)
-    };
+    let listings = async |client: &Client| kept(client, "keep-listings", "/kb").await;
     let kept = listings(&first).await;
     assert_eq!(kept["opened"], 16, "{kept}");
     let error = kept["error"].as_str().expect("a listing was refused");
@@ -895,10 +879,16 @@ fn files_manifest() -> TestManifest {
 /// Has the fixture open its granted file up to 2 000 more times and keep
 /// the handles; what it reports.
 async fn keep(client: &Client) -> Value {
+    kept(client, "keep-files", "/kb/readme.txt").await
+}
+
+/// What the fixture's `fault` (one that keeps what it makes, under `path`)
+/// reports; it must not fail as a whole.
+async fn kept(client: &Client, fault: &str, path: &str) -> Value {
     let kept = call(
         client,
         "fixture_fault_run",
-        json!({ "fault": "keep-files", "path": "/kb/readme.txt" }),
+        json!({ "fault": fault, "path": path }),
     )
     .await;
     let body = content(&kept);
