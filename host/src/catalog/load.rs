@@ -17,8 +17,8 @@ use crate::manifest::{
 };
 use crate::queue::CallQueue;
 use crate::sandbox::{
-    Described, DescribedTool, FileStamp, GrantedDir, Interfaces, Origin, PluginShared,
-    PreparedPlugin, Sandbox, ToolSpec,
+    Described, DescribedTool, FileStamp, GrantedDir, Interfaces, OUTGOING_BODIES, Origin, Places,
+    PluginShared, PreparedPlugin, Sandbox, ToolSpec,
 };
 use crate::store::Store;
 
@@ -363,7 +363,7 @@ async fn vet(
         gate,
         files,
         open_files: sandbox.open_files(),
-        outgoing_bodies: Default::default(),
+        outgoing_bodies: Places::new(OUTGOING_BODIES),
     });
     // Only serving starts lazily: `vet` and `lint` read, hash and run
     // every component, since what they report is a decision.
@@ -617,7 +617,7 @@ pub async fn describe_component(
         gate: Arc::new(Network::closed().gate(&decl)?),
         files: Vec::new(),
         open_files: sandbox.open_files(),
-        outgoing_bodies: Default::default(),
+        outgoing_bodies: Places::new(OUTGOING_BODIES),
     });
     let digest = Sha256Digest::of(&bytes);
     let (_, _, _, specs) = prepare_and_describe(sandbox, bytes, digest, shared).await?;

@@ -20,7 +20,6 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -45,26 +44,6 @@ const HTTP_TYPES: &str = "wasi:http/types@0.2.12";
 const REQUEST_BODY: &str = "[method]outgoing-request.body";
 const RESPONSE_BODY: &str = "[method]outgoing-response.body";
 
-/// A plugin's count of outgoing bodies, shared by its instances.
-#[derive(Debug, Default)]
-pub struct OutgoingBodies {
-    held: AtomicU32,
-}
-
-impl OutgoingBodies {
-    fn take(&self) -> bool {
-        self.held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                (held < OUTGOING_BODIES).then_some(held + 1)
-            })
-            .is_ok()
-    }
-
-    fn give_back(&self) {
-        self.held.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// One place, given back when dropped.
 struct Place(Arc<PluginShared>);
 
@@ -76,7 +55,7 @@ impl Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        self.0.outgoing_bodies.give_back();
+        self.0.outgoing_bodies.give_back(1);
     }
 }
 

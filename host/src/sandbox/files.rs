@@ -28,7 +28,6 @@
 //! once over its instances, not one per handle.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use wasmtime::component::{Linker, Resource, ResourceTable, ResourceType};
@@ -38,6 +37,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
     HostDirectoryEntryStream, OpenFlags, PathFlags,
 };
 
+use super::places::Places;
 use super::state::{PluginShared, PluginState};
 
 /// Files and directories one plugin may hold open at once, over all its
@@ -59,52 +59,41 @@ const READ_DIRECTORY: &str = "[method]descriptor.read-directory";
 /// A plugin's count of open files, shared by its instances.
 #[derive(Debug)]
 pub struct OpenFiles {
-    held: AtomicU32,
-    /// How many it may hold: [`OPEN_FILES`] or less.
-    places: u32,
+    /// [`OPEN_FILES`] places or fewer.
+    files: Places,
     /// Files no descriptor of the plugin names any more that were still
     /// open when it let go of them (a stream of theirs, or a host thread
     /// finishing a read, held them). Each keeps its place until it is
     /// really closed, which is looked at when the places run out.
     lingering: Mutex<Vec<Weak<std::fs::File>>>,
     /// Directory listings its instances hold.
-    listings: AtomicU32,
+    listings: Places,
 }
 
 impl OpenFiles {
     /// A count with `places` places, at most [`OPEN_FILES`].
     pub fn new(places: u32) -> OpenFiles {
         OpenFiles {
-            held: AtomicU32::new(0),
-            places: places.min(OPEN_FILES),
+            files: Places::new(places.min(OPEN_FILES)),
             lingering: Mutex::default(),
-            listings: AtomicU32::new(0),
+            listings: Places::new(LISTINGS),
         }
     }
 
     /// How many files the plugin may hold open at once.
     pub fn places(&self) -> u32 {
-        self.places
+        self.files.max()
     }
 
     /// Takes a place, if one is left, once the lingering files that have
     /// closed since have given theirs back.
     fn take(&self) -> bool {
-        self.take_free() || (self.sweep() > 0 && self.take_free())
-    }
-
-    fn take_free(&self) -> bool {
-        self.held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                (held < self.places).then_some(held + 1)
-            })
-            .is_ok()
+        self.files.take() || (self.sweep() > 0 && self.files.take())
     }
 
     /// Gives back `count` places.
     fn give_back(&self, count: usize) {
-        let count = u32::try_from(count).expect("at most OPEN_FILES places");
-        self.held.fetch_sub(count, Ordering::AcqRel);
+        self.files.give_back(count);
     }
 
     /// Gives back a place now if `file` is closed, else once it is.
@@ -126,19 +115,6 @@ impl OpenFiles {
                 .append(&mut files);
         }
         self.give_back(freed);
-    }
-
-    fn take_listing(&self) -> bool {
-        self.listings
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                (held < LISTINGS).then_some(held + 1)
-            })
-            .is_ok()
-    }
-
-    fn give_back_listings(&self, count: usize) {
-        let count = u32::try_from(count).expect("at most LISTINGS listings");
-        self.listings.fetch_sub(count, Ordering::AcqRel);
     }
 
     /// Gives back the places of lingering files now closed; how many.
@@ -177,7 +153,7 @@ impl InstanceFiles {
         }
         drop(table);
         shared.open_files.let_go_all(directories, files);
-        shared.open_files.give_back_listings(self.listings.len());
+        shared.open_files.listings.give_back(self.listings.len());
         self.listings.clear();
     }
 }
@@ -199,9 +175,9 @@ impl Place {
     }
 
     fn listing(shared: &Arc<PluginShared>) -> Option<Place> {
-        shared.open_files.take_listing().then(|| Place {
+        shared.open_files.listings.take().then(|| Place {
             shared: Some(shared.clone()),
-            give_back: |files| files.give_back_listings(1),
+            give_back: |files| files.listings.give_back(1),
         })
     }
 
@@ -305,7 +281,7 @@ pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()>
             let state: &mut PluginState = store.data_mut();
             HostDirectoryEntryStream::drop(&mut state.filesystem(), Resource::new_own(rep))?;
             if state.held_files.listings.remove(&rep) {
-                state.shared.open_files.give_back_listings(1);
+                state.shared.open_files.listings.give_back(1);
             }
             Ok(())
         },

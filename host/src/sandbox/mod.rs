@@ -8,12 +8,14 @@ mod bindings;
 mod bodies;
 mod cache;
 mod files;
+mod places;
 mod state;
 
 pub use bindings::{CallContext, ToolError, ToolSpec};
-pub use bodies::{OUTGOING_BODIES, OutgoingBodies};
+pub use bodies::OUTGOING_BODIES;
 pub use cache::{CacheError, ComponentCache, Described, DescribedTool, FileStamp, Origin};
 pub use files::{LISTINGS, OPEN_FILES, OpenFiles};
+pub use places::Places;
 pub use state::{GrantedDir, PluginShared};
 
 use std::collections::HashMap;

@@ -23,8 +23,8 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Level, toolhost::plugin};
-use super::bodies::OutgoingBodies;
 use super::files::{InstanceFiles, OpenFiles};
+use super::places::Places;
 use crate::gate::{Egress, Gate};
 use crate::manifest::{FileMode, Limits, PluginName};
 use crate::redact::Redactor;
@@ -62,7 +62,7 @@ pub struct PluginShared {
     /// The files its instances hold open (see `files.rs`).
     pub open_files: OpenFiles,
     /// The outgoing HTTP bodies its instances hold (see `bodies.rs`).
-    pub outgoing_bodies: OutgoingBodies,
+    pub outgoing_bodies: Places,
 }
 
 /// A `files` grant's directory, opened once when the catalog loads. Each
