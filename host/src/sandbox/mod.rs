@@ -249,22 +249,34 @@ impl Runtime {
 }
 
 impl Sandbox {
-    /// Checks the engine configuration; the engine itself is made when
-    /// first needed. With a cache, compiled components are reused across
-    /// restarts.
+    /// Checks the engine configuration, unless this build of the host kept
+    /// the engine's key for these settings at an earlier start (a warm start
+    /// makes no engine at all); the engine itself is made when first needed.
+    /// With a cache, compiled components are reused across restarts.
     pub fn new(
         cache: Option<ComponentCache>,
         settings: EngineSettings,
     ) -> Result<Sandbox, SandboxError> {
-        // An engine without the pool costs a fraction of a millisecond and
-        // answers what the configuration is; the pool's own settings are
-        // checked when the real engine is made.
-        let probe = Engine::new(&engine_config(&settings, Allocation::OnDemand))
-            .map_err(|e| SandboxError::Load(format!("{e:#}")))?;
+        let key = match cache.as_ref().and_then(|c| EngineKey::kept(c, &settings)) {
+            Some(key) => key,
+            None => {
+                // An engine without the pool costs a fraction of a
+                // millisecond and answers what the configuration is; the
+                // pool's own settings are checked when the real engine is
+                // made.
+                let probe = Engine::new(&engine_config(&settings, Allocation::OnDemand))
+                    .map_err(|e| SandboxError::Load(format!("{e:#}")))?;
+                let key = EngineKey::of(&probe);
+                if let Some(cache) = &cache {
+                    key.keep(cache, &settings);
+                }
+                key
+            }
+        };
         Ok(Sandbox {
             settings,
             runtime: Arc::default(),
-            key: EngineKey::of(&probe),
+            key,
             unusable_cache: None,
             cache,
             fuel: settings.fuel,

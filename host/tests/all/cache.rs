@@ -61,8 +61,8 @@ async fn a_restart_serves_from_the_cache_and_makes_the_engine_and_maps_code_at_t
         .collect();
     assert_eq!(
         entries.len(),
-        7,
-        "code, seal and description per component, and the catalog's lint report: {entries:?}"
+        8,
+        "code, seal and description per component, the catalog's lint report and the engine's key: {entries:?}"
     );
     for entry in entries {
         let mode = std::fs::metadata(&entry).unwrap().permissions().mode();
@@ -282,6 +282,46 @@ fn list_tickets_with_cache(m: &TestManifest, cache: &std::path::Path) -> std::pr
     out
 }
 
+/// The engine's key (wasmtime's hash of its configuration and the CPU's
+/// features, which names the cache's entries) is worked out once and kept,
+/// so a later start makes no engine before the first call. A kept key that
+/// no longer fits, as after the CPU changed under the same binary, costs a
+/// compile: wasmtime checks the code it maps against its own configuration.
+#[test]
+fn a_kept_engine_key_that_no_longer_fits_costs_a_compile_not_a_wrong_load() {
+    let cache = tempfile::tempdir().unwrap();
+    let keys = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(cache.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".engine.json"))
+            .collect()
+    };
+    // Fuel metering is part of the engine's configuration, so the two
+    // catalogs have two keys.
+    let fuelled = manifest(vec![
+        PluginEntry::helpdesk().with("limits = { fuel = 1000000000 }"),
+    ]);
+    let plain = manifest(vec![PluginEntry::helpdesk()]);
+    start_with_cache(&fuelled, cache.path());
+    let fuelled_key = keys();
+    assert_eq!(fuelled_key.len(), 1, "{fuelled_key:?}");
+    start_with_cache(&plain, cache.path());
+    let plain_key = keys()
+        .into_iter()
+        .find(|k| *k != fuelled_key[0])
+        .expect("a second key");
+    assert!(start_with_cache(&plain, cache.path()).contains("origin=Described"));
+
+    // The plain catalog's kept key now names the code compiled with fuel.
+    std::fs::copy(&fuelled_key[0], &plain_key).unwrap();
+    let out = list_tickets_with_cache(&plain, cache.path());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("is unusable"), "{log}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("T-"));
+    assert_eq!(keys().len(), 2);
+}
+
 #[test]
 fn a_cache_folder_others_may_write_is_refused_not_repaired() {
     let m = manifest(vec![PluginEntry::helpdesk()]);
@@ -463,11 +503,12 @@ fn pruning_removes_what_no_host_used_for_a_while_and_keeps_what_a_start_used() {
     std::fs::write(cache.path().join("notes.txt"), b"mine").unwrap();
 
     // A start of the helpdesk alone reads (and so marks) its description,
-    // its code and seal, though it maps no code; it lints a new catalog.
+    // its code and seal, though it maps no code, and the engine's key; it
+    // lints a new catalog.
     let log = start_with_cache(&helpdesk, cache.path());
     assert!(log.contains("origin=Described"), "{log}");
     let before = names(cache.path());
-    assert_eq!(before.len(), 11, "{before:?}");
+    assert_eq!(before.len(), 12, "{before:?}");
 
     let dry = prune(&helpdesk, cache.path(), &["--dry-run"]);
     let said = String::from_utf8_lossy(&dry.stdout);
@@ -477,8 +518,9 @@ fn pruning_removes_what_no_host_used_for_a_while_and_keeps_what_a_start_used() {
         "{said}"
     );
     assert!(said.contains("and 1 unfinished write"), "{said}");
-    // The helpdesk's code and seal, its description, the new lint report.
-    assert!(said.contains("kept 3 entries"), "{said}");
+    // The helpdesk's code and seal, its description, the new lint report,
+    // the engine's key.
+    assert!(said.contains("kept 4 entries"), "{said}");
     assert!(
         said.contains("left alone 1 file or folder the cache"),
         "{said}"
@@ -491,8 +533,8 @@ fn pruning_removes_what_no_host_used_for_a_while_and_keeps_what_a_start_used() {
     assert!(said.contains("removed 3 entries"), "{said}");
     let after = names(cache.path());
     // The helpdesk's code, seal and description, the new lint report, the
-    // write going on and the foreign file.
-    assert_eq!(after.len(), 6, "{after:?}");
+    // engine's key, the write going on and the foreign file.
+    assert_eq!(after.len(), 7, "{after:?}");
     assert!(after.contains("notes.txt") && after.contains(&format!("{digest}.sha256.tmp-0a0b")));
     assert!(!after.contains(&format!("{digest}.cwasm.tmp-00ff")));
 

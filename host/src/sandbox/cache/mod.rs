@@ -40,6 +40,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use crate::manifest::Sha256Digest;
+use crate::sandbox::EngineSettings;
 
 mod prune;
 
@@ -317,7 +318,7 @@ impl ComponentCache {
     pub fn keep(&self, kind: &str, key: &str, bytes: &[u8]) {
         if let Err(e) = self.write_private(&self.record_name(kind, key), bytes) {
             tracing::warn!(
-                "cannot keep a {kind} record in {}: {e}",
+                "cannot keep the {kind} record in {}: {e}",
                 self.path.display()
             );
         }
@@ -481,7 +482,25 @@ impl EngineKey {
         engine.precompile_compatibility_hash().hash(&mut hasher);
         EngineKey(hex::encode(hasher.0.finalize()))
     }
+
+    /// The key this build of the host found for `settings` at an earlier
+    /// start, if the cache kept it.
+    pub fn kept(cache: &ComponentCache, settings: &EngineSettings) -> Option<EngineKey> {
+        let kept = cache.kept(ENGINE_KEY, &format!("{settings:?}"))?;
+        let text: String = serde_json::from_slice(&kept).ok()?;
+        let valid = text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit());
+        valid.then_some(EngineKey(text))
+    }
+
+    /// Keeps the key for [`EngineKey::kept`].
+    pub fn keep(&self, cache: &ComponentCache, settings: &EngineSettings) {
+        let json = serde_json::to_vec(&self.0).expect("a string serialises");
+        cache.keep(ENGINE_KEY, &format!("{settings:?}"), &json);
+    }
 }
+
+/// The kind of record [`EngineKey::keep`] writes.
+const ENGINE_KEY: &str = "engine";
 
 /// Component digest + engine configuration + host version.
 fn entry_key(key: &EngineKey, digest: &Sha256Digest) -> String {
