@@ -58,7 +58,11 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Each command's own arguments are defined only when that command runs
+/// (or its help is asked for): a `serve` start builds none of the others',
+/// whose code would otherwise be paged in by every host an MCP client spawns.
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Serve the manifest's tools over MCP (stdio or Streamable HTTP).
     Serve(Box<ServeArgs>),
