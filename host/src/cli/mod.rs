@@ -325,6 +325,14 @@ async fn task_of_token(
 mod tests {
     use super::*;
 
+    /// Each command's arguments are defined only when it runs (`defer`), so
+    /// clap's own checks of them run here, for every command at once.
+    #[test]
+    fn every_command_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
     #[test]
     fn serving_runs_a_worker_per_core_unless_told() {
         let workers = |args: &[&str]| Cli::try_parse_from(args).unwrap().runtime_workers();

@@ -197,6 +197,10 @@ fn engine_config(settings: &EngineSettings, allocation: Allocation) -> Config {
             .pagemap_scan(wasmtime::Enabled::No);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
+    // Not wasmtime's default, which reads WASMTIME_BACKTRACE_DETAILS: the
+    // configuration, and with it the cache's key, depends on nothing but
+    // the manifest and the binary (plugins carry no debug info anyway).
+    config.wasm_backtrace_details(wasmtime::WasmBacktraceDetails::Disable);
     config.epoch_interruption(true);
     config.max_wasm_stack(settings.wasm_stack);
     config.consume_fuel(settings.fuel);
@@ -307,6 +311,18 @@ impl Sandbox {
             return Ok(ready.clone());
         }
         let made = Runtime::new(&self.settings)?;
+        // A key kept by an earlier start on a CPU with other features names
+        // code this engine refuses (and compiles afresh) or runs without
+        // the features it could use; the next start takes this one.
+        let key = EngineKey::of(&made.engine);
+        if key != self.key {
+            tracing::warn!(
+                "the engine's key kept in the component cache does not fit this machine; kept the new one for the next start"
+            );
+            if let Some(cache) = &self.cache {
+                key.keep(cache, &self.settings);
+            }
+        }
         *runtime = Some(made.clone());
         Ok(made)
     }

@@ -286,7 +286,9 @@ fn list_tickets_with_cache(m: &TestManifest, cache: &std::path::Path) -> std::pr
 /// features, which names the cache's entries) is worked out once and kept,
 /// so a later start makes no engine before the first call. A kept key that
 /// no longer fits, as after the CPU changed under the same binary, costs a
-/// compile: wasmtime checks the code it maps against its own configuration.
+/// compile (wasmtime checks the code it maps against its own
+/// configuration), and the engine made at the first call keeps the right
+/// key for the next start.
 #[test]
 fn a_kept_engine_key_that_no_longer_fits_costs_a_compile_not_a_wrong_load() {
     let cache = tempfile::tempdir().unwrap();
@@ -297,13 +299,19 @@ fn a_kept_engine_key_that_no_longer_fits_costs_a_compile_not_a_wrong_load() {
             .filter(|p| p.to_string_lossy().ends_with(".engine.json"))
             .collect()
     };
+    const STALE: &str = "does not fit this machine";
     // Fuel metering is part of the engine's configuration, so the two
     // catalogs have two keys.
     let fuelled = manifest(vec![
         PluginEntry::helpdesk().with("limits = { fuel = 1000000000 }"),
     ]);
     let plain = manifest(vec![PluginEntry::helpdesk()]);
-    start_with_cache(&fuelled, cache.path());
+    let cold = start_with_cache(&fuelled, cache.path());
+    // The key the engine without a pool gave is the pooled engine's.
+    assert!(
+        cold.contains("origin=Compiled") && !cold.contains(STALE),
+        "{cold}"
+    );
     let fuelled_key = keys();
     assert_eq!(fuelled_key.len(), 1, "{fuelled_key:?}");
     start_with_cache(&plain, cache.path());
@@ -312,14 +320,30 @@ fn a_kept_engine_key_that_no_longer_fits_costs_a_compile_not_a_wrong_load() {
         .find(|k| *k != fuelled_key[0])
         .expect("a second key");
     assert!(start_with_cache(&plain, cache.path()).contains("origin=Described"));
+    let first = list_tickets_with_cache(&plain, cache.path());
+    assert!(!String::from_utf8_lossy(&first.stderr).contains(STALE));
 
     // The plain catalog's kept key now names the code compiled with fuel.
     std::fs::copy(&fuelled_key[0], &plain_key).unwrap();
     let out = list_tickets_with_cache(&plain, cache.path());
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(log.contains("is unusable"), "{log}");
+    assert!(log.contains("is unusable") && log.contains(STALE), "{log}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("T-"));
-    assert_eq!(keys().len(), 2);
+    // The right key is kept again, naming the plain code compiled before.
+    assert_ne!(
+        std::fs::read(&plain_key).unwrap(),
+        std::fs::read(&fuelled_key[0]).unwrap()
+    );
+    let out = list_tickets_with_cache(&plain, cache.path());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !log.contains("is unusable") && !log.contains(STALE),
+        "{log}"
+    );
+    assert!(
+        log.contains("origin=Cache") || log.contains("origin=Described"),
+        "{log}"
+    );
 }
 
 #[test]

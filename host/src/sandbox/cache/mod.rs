@@ -473,7 +473,7 @@ impl ComponentCache {
 /// What of an engine's configuration decides whether code it compiled
 /// loads in another (wasmtime's compatibility hash: version, compiler
 /// settings, CPU features, tunables), as the cache keys entries by it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineKey(String);
 
 impl EngineKey {
@@ -486,7 +486,7 @@ impl EngineKey {
     /// The key this build of the host found for `settings` at an earlier
     /// start, if the cache kept it.
     pub fn kept(cache: &ComponentCache, settings: &EngineSettings) -> Option<EngineKey> {
-        let kept = cache.kept(ENGINE_KEY, &format!("{settings:?}"))?;
+        let kept = cache.kept(ENGINE_RECORD, &settings_text(settings))?;
         let text: String = serde_json::from_slice(&kept).ok()?;
         let valid = text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit());
         valid.then_some(EngineKey(text))
@@ -495,12 +495,19 @@ impl EngineKey {
     /// Keeps the key for [`EngineKey::kept`].
     pub fn keep(&self, cache: &ComponentCache, settings: &EngineSettings) {
         let json = serde_json::to_vec(&self.0).expect("a string serialises");
-        cache.keep(ENGINE_KEY, &format!("{settings:?}"), &json);
+        cache.keep(ENGINE_RECORD, &settings_text(settings), &json);
     }
 }
 
 /// The kind of record [`EngineKey::keep`] writes.
-const ENGINE_KEY: &str = "engine";
+const ENGINE_RECORD: &str = "engine";
+
+/// What names an engine's record beside the host's build: every setting
+/// the manifest gives the engine (the rest of its configuration is fixed
+/// in the binary).
+fn settings_text(settings: &EngineSettings) -> String {
+    format!("{settings:?}")
+}
 
 /// Component digest + engine configuration + host version.
 fn entry_key(key: &EngineKey, digest: &Sha256Digest) -> String {
