@@ -1,17 +1,18 @@
 //! Files a plugin holds open, counted across all its instances.
 //!
 //! Each file or directory a plugin opens under a `files` grant is a
-//! descriptor of the host process. One instance may hold at most
-//! `MAX_HANDLES` host handles (state.rs), but a plugin with session
-//! instances has up to a thousand of them, which would let one plugin use
-//! up the host's descriptors and with them its connections, trail and
-//! store. So the host takes over two of WASI's imports from wasmtime-wasi,
-//! `descriptor.open-at` and the descriptor's drop: each open takes one of
-//! the plugin's places first and an open beyond them fails with the
-//! `quota` error code. The work itself is still wasmtime-wasi's. A plugin
-//! has [`OPEN_FILES`] places, or fewer when the process's limit on open
-//! files would not leave the host what it needs beside them (`serve` works
-//! out the share; see [`Sandbox::hold_open_files_to`](super::Sandbox::hold_open_files_to)).
+//! descriptor of the host process. One instance may hold at most 4 096
+//! host handles (fewer with less memory; state.rs), but a plugin with
+//! session instances has up to a thousand of them, which would let one
+//! plugin use up the host's descriptors and with them its connections,
+//! trail and store. So the host takes over two of WASI's imports from
+//! wasmtime-wasi, `descriptor.open-at` and the descriptor's drop: each
+//! open takes one of the plugin's places first and an open beyond them
+//! fails with the `quota` error code. The work itself is still
+//! wasmtime-wasi's. A plugin has [`OPEN_FILES`] places, or fewer when the
+//! process's limit on open files would not leave the host what it needs
+//! beside them (`serve` works out the share; see
+//! [`Sandbox::hold_open_files_to`](super::Sandbox::hold_open_files_to)).
 //!
 //! A place is given back when the file is really closed. A file's streams
 //! (`read-via-stream`, `write-via-stream`, `append-via-stream`) hold it

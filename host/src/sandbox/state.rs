@@ -37,11 +37,25 @@ const LOG_LINE_BYTES: usize = 2_048;
 /// multiplying its memory limit. Memory itself is limited per instance.
 const MEMORIES: usize = 8;
 const TABLES: usize = 64;
-/// Host-side handles one instance may hold at once: open files and
-/// directories, streams, pollables, outgoing requests and their headers.
-/// Each is host memory (an open file, also a descriptor of the process)
-/// that the plugin's memory limit does not count, and wasmtime's own bound
-/// is a million. Past it the import fails and the call ends as a trap.
+/// Host-side handles one instance may hold at once (open files and
+/// directories, streams, pollables, outgoing requests and their headers)
+/// are host memory that the plugin's memory limit does not count, and
+/// wasmtime's own bound is a million. Those a plugin may make without any
+/// other bound hold at most [`HANDLE_BYTES`] each (a file stream's read
+/// buffer; a header set, [`MAX_HEADER_BYTES`]), so an instance gets one
+/// handle per `HANDLE_BYTES` of its memory limit: what its handles make the
+/// host hold stays within what its own memory may take. At least
+/// [`MIN_HANDLES`], so that a small plugin can still open files and make
+/// requests, and at most [`MAX_HANDLES`]. Past it the import fails and the
+/// call ends as a trap.
+fn max_handles(limits: &Limits) -> usize {
+    usize::try_from(limits.memory_bytes / HANDLE_BYTES)
+        .unwrap_or(usize::MAX)
+        .clamp(MIN_HANDLES, MAX_HANDLES)
+}
+/// wasmtime-wasi's largest read into one file stream.
+const HANDLE_BYTES: u64 = 64 << 10;
+const MIN_HANDLES: usize = 256;
 const MAX_HANDLES: usize = 4_096;
 /// Bytes of one set of HTTP headers a plugin builds (wasmtime-wasi-http's
 /// default is 128 KiB). A response's headers, and copies made of them, are
@@ -167,7 +181,7 @@ impl PluginState {
         }
         let wasi = wasi.build();
         let mut table = ResourceTable::new();
-        table.set_max_capacity(MAX_HANDLES);
+        table.set_max_capacity(max_handles(&shared.limits));
         let mut http = WasiHttpCtx::new();
         http.set_field_size_limit(MAX_HEADER_BYTES);
         Ok(PluginState {
@@ -452,5 +466,26 @@ impl tokio::io::AsyncWrite for LogSink {
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_instance_gets_a_handle_per_64_kib_of_its_memory_limit() {
+        let handles = |mib: u64| {
+            max_handles(&Limits {
+                memory_bytes: mib << 20,
+                ..Limits::default()
+            })
+        };
+        assert_eq!(handles(64), 1_024);
+        assert_eq!(handles(160), 2_560);
+        assert_eq!(handles(1), 256);
+        assert_eq!(handles(16), 256);
+        assert_eq!(handles(256), 4_096);
+        assert_eq!(handles(4_096), 4_096);
     }
 }

@@ -688,6 +688,37 @@ async fn a_plugin_hoarding_handles_is_stopped_at_its_bound() {
     client.cancel().await.unwrap();
 }
 
+/// An instance may hold a host handle per 64 KiB of its memory limit (at
+/// least 256, at most 4 096), each holding at most 64 KiB of host memory,
+/// so what its handles make the host hold stays within what its own memory
+/// may take: 2 000 open files are past the bound of the default 64 MiB (the
+/// call ends as a trap, and the instance goes with its files), and within
+/// that of 128 MiB.
+#[tokio::test]
+async fn an_instances_handles_are_bounded_by_its_memory_limit() {
+    for (memory_mib, fits) in [(64, false), (128, true)] {
+        let m = files_manifest_with(memory_mib);
+        let (client, pid) = stdio_with_pid(&m, &[]).await;
+        let kept = call(
+            &client,
+            "fixture_fault_run",
+            json!({ "fault": "keep-files", "path": "/kb/readme.txt" }),
+        )
+        .await;
+        let body = content(&kept);
+        if fits {
+            assert_eq!(body["held"], 2_000, "{body}");
+        } else {
+            assert_eq!(body["code"], "plugin_trap", "{body}");
+            let descriptors = std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .unwrap()
+                .count();
+            assert!(descriptors < 500, "{descriptors} descriptors open");
+        }
+        client.cancel().await.unwrap();
+    }
+}
+
 /// Files held open count per plugin, over all its instances: sessions that
 /// each keep files open share the plugin's places, an open beyond them
 /// fails (the plugin sees an error it can handle, not a trap), and a
@@ -860,14 +891,20 @@ async fn files_host() -> (TestManifest, HttpHost, [Client; 3]) {
     (m, host, sessions)
 }
 
-/// The fixture with a granted directory and time enough for 2 000 opens
-/// in a call on a busy machine.
+/// The fixture with a granted directory, time enough for 2 000 opens in a
+/// call on a busy machine, and memory enough for 4 096 host handles.
 fn files_manifest() -> TestManifest {
+    files_manifest_with(256)
+}
+
+/// [`files_manifest`] with `memory_mib` of memory per instance (a handle
+/// per 64 KiB of it).
+fn files_manifest_with(memory_mib: u32) -> TestManifest {
     let m = manifest(vec![
-        PluginEntry::fixture().with(
-            "limits = { call_timeout_ms = 30000 }\n\
-             files = [{ host = \"kb\", guest = \"/kb\", mode = \"ro\" }]",
-        ),
+        PluginEntry::fixture().with(&format!(
+            "limits = {{ call_timeout_ms = 30000, memory_mib = {memory_mib} }}\n\
+             files = [{{ host = \"kb\", guest = \"/kb\", mode = \"ro\" }}]",
+        )),
         PluginEntry::helpdesk(),
     ]);
     let dir = m.path.parent().unwrap();
