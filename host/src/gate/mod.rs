@@ -260,7 +260,11 @@ impl Drop for Egress {
 }
 
 /// Longer than any method HTTP has registered (17 bytes).
-const MAX_METHOD_BYTES: usize = 32;
+pub const MAX_METHOD_BYTES: usize = 32;
+
+/// Far longer than any host name (253 bytes) with a port and credentials:
+/// a plugin may not set a longer authority on a request it builds.
+pub const MAX_AUTHORITY_BYTES: usize = 1_024;
 
 /// The longest URL or refusal detail recorded, logged and told whole. A
 /// plugin makes up the path and the host name (wasi:http bounds neither),

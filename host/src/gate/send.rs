@@ -17,6 +17,10 @@ use super::address;
 use crate::manifest::Scheme;
 use crate::redact::Redactor;
 
+/// The largest response head (status line and headers) the gate reads; a
+/// longer one fails the request with `HTTP-response-header-section-size`.
+const RESPONSE_HEAD_BYTES: usize = 64 << 10;
+
 /// Where a request goes, as the gate allowed it.
 pub(super) struct Target {
     pub scheme: Scheme,
@@ -60,6 +64,9 @@ impl SendError {
             SendError::TooLarge { limit } => E::HttpResponseBodySize(Some(*limit)),
             SendError::Held { .. } => E::ConnectionLimitReached,
             SendError::Http(e) if e.is_timeout() => E::HttpResponseTimeout,
+            SendError::Http(e) if e.is_parse_too_large() => {
+                E::HttpResponseHeaderSectionSize(Some(RESPONSE_HEAD_BYTES as u32))
+            }
             SendError::Http(_) => E::HttpProtocolError,
         }
     }
@@ -128,7 +135,12 @@ pub(super) async fn send(
     let bodiless_response = request.method() == http::Method::HEAD;
     let request = drop_body_of_bodiless(request);
 
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    // A response's head goes to the plugin as a header set it may keep as
+    // long as it likes; hyper's own bound is its 400 KiB read buffer.
+    let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+        .max_header_size(RESPONSE_HEAD_BYTES)
+        .handshake(TokioIo::new(io))
+        .await?;
     let connection = AbortOnDrop(tokio::spawn(connection));
     let response = sender.send_request(request).await?;
 

@@ -31,6 +31,7 @@ use wasmtime_wasi_http::p2::body::{HostOutgoingBody, HyperOutgoingBody};
 use wasmtime_wasi_http::p2::types::{HostOutgoingRequest, HostOutgoingResponse};
 use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
+use super::HTTP_TYPES;
 use super::state::{PluginShared, PluginState};
 
 /// Outgoing bodies one plugin may hold at once, over all its instances:
@@ -38,9 +39,6 @@ use super::state::{PluginShared, PluginState};
 /// and those the gate is still sending.
 pub const OUTGOING_BODIES: u32 = 64;
 
-/// The interface whose imports are taken over, as wasmtime-wasi-http names
-/// it; [`count_in`] fails if the linker has no such interface.
-const HTTP_TYPES: &str = "wasi:http/types@0.2.12";
 const REQUEST_BODY: &str = "[method]outgoing-request.body";
 const RESPONSE_BODY: &str = "[method]outgoing-response.body";
 

@@ -9,6 +9,7 @@ mod bodies;
 mod cache;
 mod files;
 mod places;
+mod requests;
 mod state;
 
 pub use bindings::{CallContext, ToolError, ToolSpec};
@@ -125,6 +126,11 @@ fn ensure_defined(
     Ok(())
 }
 
+/// The wasi:http interface whose imports `bodies.rs` and `requests.rs` take
+/// over, as wasmtime-wasi-http names it; taking over fails if the linker has
+/// no such interface.
+const HTTP_TYPES: &str = "wasi:http/types@0.2.12";
+
 /// The engine and linker every plugin shares.
 #[derive(Clone)]
 pub struct Sandbox {
@@ -227,6 +233,8 @@ impl Runtime {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(load_error)?;
         // So are the outgoing bodies waiting to be sent.
         bodies::count_in(&mut linker).map_err(load_error)?;
+        // And what a request it builds may hold before it is sent.
+        requests::bound_in(&mut linker).map_err(load_error)?;
         Plugin::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
             .map_err(load_error)?;
 

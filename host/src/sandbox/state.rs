@@ -41,10 +41,13 @@ const TABLES: usize = 64;
 /// directories, streams, pollables, outgoing requests and their headers)
 /// are host memory that the plugin's memory limit does not count, and
 /// wasmtime's own bound is a million. Those a plugin may make without any
-/// other bound hold at most [`HANDLE_BYTES`] each (a file stream's read
-/// buffer; a header set, [`MAX_HEADER_BYTES`]), so an instance gets one
-/// handle per `HANDLE_BYTES` of its memory limit: what its handles make the
-/// host hold stays within what its own memory may take. At least
+/// other bound hold a few KiB, or about [`HANDLE_BYTES`] (a file stream's
+/// read buffer; a request being built, with its path, headers
+/// ([`MAX_HEADER_BYTES`]), method and authority, `requests.rs`; a
+/// response's head, which the gate bounds), so an instance gets one handle
+/// per `HANDLE_BYTES` of its memory limit: what its handles make the host
+/// hold stays about within what its own memory may take. A write into a
+/// file stream is not bounded this way (security.md). At least
 /// [`MIN_HANDLES`], so that a small plugin can still open files and make
 /// requests, and at most [`MAX_HANDLES`]. Past it the import fails and the
 /// call ends as a trap.
@@ -59,7 +62,7 @@ const MIN_HANDLES: usize = 256;
 const MAX_HANDLES: usize = 4_096;
 /// Bytes of one set of HTTP headers a plugin builds (wasmtime-wasi-http's
 /// default is 128 KiB). A response's headers, and copies made of them, are
-/// not held to it; the gate bounds what it lets in.
+/// not held to it; the gate reads at most 64 KiB of a response's head.
 const MAX_HEADER_BYTES: usize = 32 << 10;
 
 /// What every instance of one plugin shares: its name, manifest config and

@@ -932,3 +932,22 @@ async fn kept(client: &Client, fault: &str, path: &str) -> Value {
     assert_eq!(kept.is_error, Some(false), "{body}");
     body
 }
+
+/// wasi:http checks only the form of a method or an authority a plugin
+/// sets on a request it builds, and keeps it until the request goes: the
+/// host refuses longer ones than it would ever send (a method of 32 bytes,
+/// an authority of 1 KiB), so a kept request cannot hold megabytes.
+#[tokio::test]
+async fn a_request_being_built_cannot_hold_a_huge_method_or_authority() {
+    let m = manifest(vec![PluginEntry::fixture()]);
+    let client = stdio(&m, &[]).await;
+    let fields = kept(&client, "request-fields", "").await;
+    assert_eq!(
+        fields,
+        json!({
+            "method_32": true, "method_33": false, "method_1mib": false,
+            "authority_1024": true, "authority_1025": false, "authority_1mib": false,
+        })
+    );
+    client.cancel().await.unwrap();
+}

@@ -673,3 +673,59 @@ async fn a_plugins_concurrent_requests_are_capped_with_a_retryable_busy() {
     first.cancel().await.unwrap();
     second.cancel().await.unwrap();
 }
+
+/// A response's head becomes a header set the plugin may keep for as long
+/// as it likes, so the gate reads at most 64 KiB of it: a longer one fails
+/// the request (wasi:http's header section size error), a shorter one
+/// passes whole.
+#[tokio::test]
+async fn a_response_head_over_64_kib_fails_the_request() {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                let asked = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let kib = if asked.starts_with("GET /big ") {
+                    70
+                } else {
+                    30
+                };
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nx-padding: {}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                    "a".repeat(kib << 10)
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    let m = manifest(vec![PluginEntry::spy().with(&format!(
+        "network = {{ allow = [{{ destination = \"{base}\", addresses = [\"127.0.0.1/32\"] }}] }}"
+    ))]);
+    let client = stdio(&m, &[]).await;
+    let small = ok(
+        &client,
+        "spy_http_send",
+        json!({ "url": format!("{base}/small") }),
+    )
+    .await;
+    assert_eq!(small["status"], 200, "{small}");
+    let padding = small["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h[0] == "x-padding")
+        .and_then(|h| h[1].as_str().map(str::len));
+    assert_eq!(padding, Some(30 << 10), "{small}");
+    let big = refused(
+        &client,
+        "spy_http_send",
+        json!({ "url": format!("{base}/big") }),
+    )
+    .await;
+    assert_eq!(big["code"], "too_large", "{big}");
+    client.cancel().await.unwrap();
+}
