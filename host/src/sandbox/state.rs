@@ -41,13 +41,14 @@ const TABLES: usize = 64;
 /// directories, streams, pollables, outgoing requests and their headers)
 /// are host memory that the plugin's memory limit does not count, and
 /// wasmtime's own bound is a million. Those a plugin may make without any
-/// other bound hold a few KiB, or about [`HANDLE_BYTES`] (a file stream's
-/// read buffer; a request being built, with its path, headers
-/// ([`MAX_HEADER_BYTES`]), method and authority, `requests.rs`; a
-/// response's head, which the gate bounds), so an instance gets one handle
-/// per `HANDLE_BYTES` of its memory limit: what its handles make the host
-/// hold stays about within what its own memory may take. A write into a
-/// file stream is not bounded this way (security.md). At least
+/// other bound hold a few KiB, [`HANDLE_BYTES`] (a file stream's read
+/// buffer; a response's head, which the gate bounds), or at most about
+/// twice that (a request being built: its path, its headers,
+/// [`MAX_HEADER_BYTES`] as counted, its method and authority,
+/// `requests.rs`), so an instance gets one handle per `HANDLE_BYTES` of its
+/// memory limit: what its handles make the host hold stays within about
+/// twice what its own memory may take. A write into a file stream is not
+/// bounded this way (security.md). At least
 /// [`MIN_HANDLES`], so that a small plugin can still open files and make
 /// requests, and at most [`MAX_HANDLES`]. Past it the import fails and the
 /// call ends as a trap.
