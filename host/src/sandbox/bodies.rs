@@ -139,27 +139,24 @@ fn counted_body<T: HoldsBody>(
 /// `outgoing-response.body` in `linker` (which must already hold them) with
 /// the counting ones.
 pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    for import in [REQUEST_BODY, RESPONSE_BODY] {
-        super::ensure_defined(linker, HTTP_TYPES, import, "outgoing bodies")?;
-    }
-    linker.allow_shadowing(true);
-    let mut http = linker.instance(HTTP_TYPES)?;
-    http.func_wrap(
-        REQUEST_BODY,
-        |mut store, (request,): (Resource<HostOutgoingRequest>,)| {
-            counted_body(store.data_mut(), request, |view, request| {
-                types::HostOutgoingRequest::body(view, request)
-            })
-        },
-    )?;
-    http.func_wrap(
-        RESPONSE_BODY,
-        |mut store, (response,): (Resource<HostOutgoingResponse>,)| {
-            counted_body(store.data_mut(), response, |view, response| {
-                types::HostOutgoingResponse::body(view, response)
-            })
-        },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
+    let imports = [REQUEST_BODY, RESPONSE_BODY];
+    super::take_over(linker, HTTP_TYPES, &imports, "outgoing bodies", |http| {
+        http.func_wrap(
+            REQUEST_BODY,
+            |mut store, (request,): (Resource<HostOutgoingRequest>,)| {
+                counted_body(store.data_mut(), request, |view, request| {
+                    types::HostOutgoingRequest::body(view, request)
+                })
+            },
+        )?;
+        http.func_wrap(
+            RESPONSE_BODY,
+            |mut store, (response,): (Resource<HostOutgoingResponse>,)| {
+                counted_body(store.data_mut(), response, |view, response| {
+                    types::HostOutgoingResponse::body(view, response)
+                })
+            },
+        )?;
+        Ok(())
+    })
 }

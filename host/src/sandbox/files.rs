@@ -198,95 +198,92 @@ impl Drop for Place {
 /// Replaces wasmtime-wasi's `open-at` and descriptor drop in `linker`
 /// (which must already hold them) with the counting ones.
 pub(super) fn count_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    for import in [OPEN_AT, READ_DIRECTORY] {
-        super::ensure_defined(linker, FILESYSTEM_TYPES, import, "open files")?;
-    }
-    linker.allow_shadowing(true);
-    let mut types = linker.instance(FILESYSTEM_TYPES)?;
-    types.func_wrap_async(
-        OPEN_AT,
-        |mut store,
-         (dir, path_flags, path, open_flags, flags): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            OpenFlags,
-            DescriptorFlags,
-        )| {
-            Box::new(async move {
-                let state: &mut PluginState = store.data_mut();
-                let Some(place) = Place::file(&state.shared) else {
-                    state.files_refused();
-                    return Ok((Err(ErrorCode::Quota),));
-                };
-                let mut fs = state.filesystem();
-                match fs.open_at(dir, path_flags, path, open_flags, flags).await {
-                    Ok(file) => {
-                        state.held_files.open.insert(file.rep());
-                        place.keep();
-                        Ok((Ok(file),))
+    let imports = [OPEN_AT, READ_DIRECTORY];
+    super::take_over(linker, FILESYSTEM_TYPES, &imports, "open files", |types| {
+        types.func_wrap_async(
+            OPEN_AT,
+            |mut store,
+             (dir, path_flags, path, open_flags, flags): (
+                Resource<Descriptor>,
+                PathFlags,
+                String,
+                OpenFlags,
+                DescriptorFlags,
+            )| {
+                Box::new(async move {
+                    let state: &mut PluginState = store.data_mut();
+                    let Some(place) = Place::file(&state.shared) else {
+                        state.files_refused();
+                        return Ok((Err(ErrorCode::Quota),));
+                    };
+                    let mut fs = state.filesystem();
+                    match fs.open_at(dir, path_flags, path, open_flags, flags).await {
+                        Ok(file) => {
+                            state.held_files.open.insert(file.rep());
+                            place.keep();
+                            Ok((Ok(file),))
+                        }
+                        Err(e) => Ok((Err(fs.convert_error_code(e)?),)),
                     }
-                    Err(e) => Ok((Err(fs.convert_error_code(e)?),)),
-                }
-            })
-        },
-    )?;
-    types.resource(
-        "descriptor",
-        ResourceType::host::<Descriptor>(),
-        |mut store, rep| {
-            let state: &mut PluginState = store.data_mut();
-            let counted = state.held_files.open.contains(&rep);
-            let mut fs = state.filesystem();
-            // Seen before the descriptor goes: a stream may hold the file.
-            let file = match fs.table.get(&Resource::<Descriptor>::new_own(rep)) {
-                Ok(Opened::File(file)) if counted => Some(Arc::downgrade(&file.file)),
-                _ => None,
-            };
-            // A drop that fails traps, and the instance with its places goes.
-            HostDescriptor::drop(&mut fs, Resource::new_own(rep))?;
-            if state.held_files.open.remove(&rep) {
-                match file {
-                    Some(file) => state.shared.open_files.let_go(file),
-                    None => state.shared.open_files.give_back(1),
-                }
-            }
-            Ok(())
-        },
-    )?;
-    types.func_wrap_async(
-        READ_DIRECTORY,
-        |mut store, (dir,): (Resource<Descriptor>,)| {
-            Box::new(async move {
+                })
+            },
+        )?;
+        types.resource(
+            "descriptor",
+            ResourceType::host::<Descriptor>(),
+            |mut store, rep| {
                 let state: &mut PluginState = store.data_mut();
-                let Some(listing) = Place::listing(&state.shared) else {
-                    state.listings_refused();
-                    return Ok((Err(ErrorCode::Quota),));
-                };
+                let counted = state.held_files.open.contains(&rep);
                 let mut fs = state.filesystem();
-                match fs.read_directory(dir).await {
-                    Ok(stream) => {
-                        state.held_files.listings.insert(stream.rep());
-                        listing.keep();
-                        Ok((Ok(stream),))
+                // Seen before the descriptor goes: a stream may hold the file.
+                let file = match fs.table.get(&Resource::<Descriptor>::new_own(rep)) {
+                    Ok(Opened::File(file)) if counted => Some(Arc::downgrade(&file.file)),
+                    _ => None,
+                };
+                // A drop that fails traps, and the instance with its places goes.
+                HostDescriptor::drop(&mut fs, Resource::new_own(rep))?;
+                if state.held_files.open.remove(&rep) {
+                    match file {
+                        Some(file) => state.shared.open_files.let_go(file),
+                        None => state.shared.open_files.give_back(1),
                     }
-                    Err(e) => Ok((Err(fs.convert_error_code(e)?),)),
                 }
-            })
-        },
-    )?;
-    types.resource(
-        "directory-entry-stream",
-        ResourceType::host::<DirectoryEntryStream>(),
-        |mut store, rep| {
-            let state: &mut PluginState = store.data_mut();
-            HostDirectoryEntryStream::drop(&mut state.filesystem(), Resource::new_own(rep))?;
-            if state.held_files.listings.remove(&rep) {
-                state.shared.open_files.listings.give_back(1);
-            }
-            Ok(())
-        },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
+                Ok(())
+            },
+        )?;
+        types.func_wrap_async(
+            READ_DIRECTORY,
+            |mut store, (dir,): (Resource<Descriptor>,)| {
+                Box::new(async move {
+                    let state: &mut PluginState = store.data_mut();
+                    let Some(listing) = Place::listing(&state.shared) else {
+                        state.listings_refused();
+                        return Ok((Err(ErrorCode::Quota),));
+                    };
+                    let mut fs = state.filesystem();
+                    match fs.read_directory(dir).await {
+                        Ok(stream) => {
+                            state.held_files.listings.insert(stream.rep());
+                            listing.keep();
+                            Ok((Ok(stream),))
+                        }
+                        Err(e) => Ok((Err(fs.convert_error_code(e)?),)),
+                    }
+                })
+            },
+        )?;
+        types.resource(
+            "directory-entry-stream",
+            ResourceType::host::<DirectoryEntryStream>(),
+            |mut store, rep| {
+                let state: &mut PluginState = store.data_mut();
+                HostDirectoryEntryStream::drop(&mut state.filesystem(), Resource::new_own(rep))?;
+                if state.held_files.listings.remove(&rep) {
+                    state.shared.open_files.listings.give_back(1);
+                }
+                Ok(())
+            },
+        )?;
+        Ok(())
+    })
 }

@@ -29,7 +29,7 @@ use crate::manifest::{Limits, Manifest, Sha256Digest};
 use bindings::{Plugin, PluginPre};
 use cache::EngineKey;
 use state::PluginState;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, Linker, LinkerInstance};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolConcurrencyLimitError, PoolingAllocationConfig,
     Store, Trap, UpdateDeadline,
@@ -106,24 +106,33 @@ impl EngineSettings {
     }
 }
 
-/// Fails unless `linker` already defines `interface#import`, before the
-/// host takes the import over (`files.rs`, `bodies.rs`): defining it again
-/// without shadowing fails only if it is there. A wasmtime-wasi that named
-/// the interface's version otherwise would leave `what` uncounted; then the
+/// Takes over `imports` of `interface` in `linker` (`files.rs`, `bodies.rs`,
+/// `requests.rs`): `define` defines them again, shadowing wasmtime-wasi's.
+/// Each must already be defined, which defining it without shadowing tells
+/// (that fails only if it is there): a wasmtime-wasi that named the
+/// interface's version otherwise would leave `what` unchecked, so then the
 /// engine is not made and no plugin loads.
-fn ensure_defined(
+fn take_over(
     linker: &mut Linker<PluginState>,
     interface: &str,
-    import: &str,
+    imports: &[&str],
     what: &str,
+    define: impl FnOnce(&mut LinkerInstance<'_, PluginState>) -> wasmtime::Result<()>,
 ) -> wasmtime::Result<()> {
-    let probe = linker
-        .instance(interface)?
-        .func_wrap(import, |_, (): ()| Ok(()));
-    if probe.is_ok() {
-        wasmtime::bail!("WASI's {interface}#{import} is not defined, so {what} cannot be counted");
+    for import in imports {
+        let probe = linker
+            .instance(interface)?
+            .func_wrap(import, |_, (): ()| Ok(()));
+        if probe.is_ok() {
+            wasmtime::bail!(
+                "WASI's {interface}#{import} is not defined, so {what} cannot be checked"
+            );
+        }
     }
-    Ok(())
+    linker.allow_shadowing(true);
+    let defined = define(&mut linker.instance(interface)?);
+    linker.allow_shadowing(false);
+    defined
 }
 
 /// The wasi:http interface whose imports `bodies.rs` and `requests.rs` take

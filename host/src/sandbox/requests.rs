@@ -28,38 +28,35 @@ const SET_AUTHORITY: &str = "[method]outgoing-request.set-authority";
 /// `set-authority` in `linker` (which must already hold them) with ones
 /// that refuse what is too long.
 pub(super) fn bound_in(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    for import in [SET_METHOD, SET_AUTHORITY] {
-        super::ensure_defined(linker, HTTP_TYPES, import, "request fields")?;
-    }
-    linker.allow_shadowing(true);
-    let mut http = linker.instance(HTTP_TYPES)?;
-    http.func_wrap(
-        SET_METHOD,
-        |mut store, (request, method): (Resource<HostOutgoingRequest>, Method)| {
-            if matches!(&method, Method::Other(other) if other.len() > MAX_METHOD_BYTES) {
-                return Ok((Err(()),));
-            }
-            let mut view = store.data_mut().http();
-            Ok((types::HostOutgoingRequest::set_method(
-                &mut view, request, method,
-            )?,))
-        },
-    )?;
-    http.func_wrap(
-        SET_AUTHORITY,
-        |mut store, (request, authority): (Resource<HostOutgoingRequest>, Option<String>)| {
-            if authority
-                .as_ref()
-                .is_some_and(|a| a.len() > MAX_AUTHORITY_BYTES)
-            {
-                return Ok((Err(()),));
-            }
-            let mut view = store.data_mut().http();
-            Ok((types::HostOutgoingRequest::set_authority(
-                &mut view, request, authority,
-            )?,))
-        },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
+    let imports = [SET_METHOD, SET_AUTHORITY];
+    super::take_over(linker, HTTP_TYPES, &imports, "request lengths", |http| {
+        http.func_wrap(
+            SET_METHOD,
+            |mut store, (request, method): (Resource<HostOutgoingRequest>, Method)| {
+                if matches!(&method, Method::Other(other) if other.len() > MAX_METHOD_BYTES) {
+                    return Ok((Err(()),));
+                }
+                let mut view = store.data_mut().http();
+                Ok((types::HostOutgoingRequest::set_method(
+                    &mut view, request, method,
+                )?,))
+            },
+        )?;
+        http.func_wrap(
+            SET_AUTHORITY,
+            |mut store, (request, authority): (Resource<HostOutgoingRequest>, Option<String>)| {
+                if authority
+                    .as_ref()
+                    .is_some_and(|a| a.len() > MAX_AUTHORITY_BYTES)
+                {
+                    return Ok((Err(()),));
+                }
+                let mut view = store.data_mut().http();
+                Ok((types::HostOutgoingRequest::set_authority(
+                    &mut view, request, authority,
+                )?,))
+            },
+        )?;
+        Ok(())
+    })
 }

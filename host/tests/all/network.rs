@@ -680,28 +680,18 @@ async fn a_plugins_concurrent_requests_are_capped_with_a_retryable_busy() {
 /// passes whole.
 #[tokio::test]
 async fn a_response_head_over_64_kib_fails_the_request() {
-    use tokio::io::AsyncWriteExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let n = socket.read(&mut buf).await.unwrap_or(0);
-                let asked = String::from_utf8_lossy(&buf[..n]).into_owned();
-                let kib = if asked.starts_with("GET /big ") {
-                    70
-                } else {
-                    30
-                };
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\nx-padding: {}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
-                    "a".repeat(kib << 10)
-                );
-                let _ = socket.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
+    let base = raw_upstream(|asked| {
+        let kib = if asked.starts_with("GET /big ") {
+            70
+        } else {
+            30
+        };
+        format!(
+            "HTTP/1.1 200 OK\r\nx-padding: {}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+            "a".repeat(kib << 10)
+        )
+    })
+    .await;
     let m = manifest(vec![PluginEntry::spy().with(&format!(
         "network = {{ allow = [{{ destination = \"{base}\", addresses = [\"127.0.0.1/32\"] }}] }}"
     ))]);

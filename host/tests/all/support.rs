@@ -751,3 +751,25 @@ pub async fn scrape(host: &HttpHost, token: &str, metric: &str) -> Vec<Series> {
         })
         .collect()
 }
+
+/// An HTTP upstream on loopback that writes whatever `answer` makes of the
+/// start of each request (its head, as text) and closes: for answers no
+/// real server gives. Its base URL.
+pub async fn raw_upstream(answer: impl Fn(&str) -> String + Send + Sync + 'static) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let answer = std::sync::Arc::new(answer);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                let text = answer(&String::from_utf8_lossy(&buf[..n]));
+                let _ = socket.write_all(text.as_bytes()).await;
+            });
+        }
+    });
+    base
+}
