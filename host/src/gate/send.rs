@@ -43,6 +43,10 @@ pub(super) enum SendError {
     Tls { host: String, error: std::io::Error },
     #[error("the response is larger than the limit of {limit} bytes")]
     TooLarge { limit: u64 },
+    #[error(
+        "the response's headers, with secrets redacted, are larger than the limit of {limit} bytes"
+    )]
+    HeadTooLarge { limit: usize },
     #[error("the plugin holds {held} bytes of responses it has not released, the most it may hold")]
     Held { held: u64 },
     #[error("HTTP exchange failed: {0}")]
@@ -64,6 +68,9 @@ impl SendError {
             SendError::TooLarge { limit } => E::HttpResponseBodySize(Some(*limit)),
             SendError::Held { .. } => E::ConnectionLimitReached,
             SendError::Http(e) if e.is_timeout() => E::HttpResponseTimeout,
+            SendError::HeadTooLarge { limit } => {
+                E::HttpResponseHeaderSectionSize(Some(*limit as u32))
+            }
             SendError::Http(e) if e.is_parse_too_large() => {
                 E::HttpResponseHeaderSectionSize(Some(RESPONSE_HEAD_BYTES as u32))
             }
@@ -176,10 +183,19 @@ pub(super) async fn send(
     drop(connection);
     let bytes = buffer.len() as u64;
 
+    // Every value is copied, redacted or not: hyper's are slices of its
+    // read buffer, which grows in steps to about twice the head's limit and
+    // would live as long as the plugin keeps the header set. Redaction can
+    // lengthen a value (a secret's name in place of a shorter secret), so
+    // the limit is held again to what the plugin gets.
     for value in parts.headers.values_mut() {
-        if let std::borrow::Cow::Owned(clean) = redactor.bytes(value.as_bytes()) {
-            *value = HeaderValue::from_bytes(&clean).expect("redaction keeps header bytes valid");
-        }
+        let clean = redactor.bytes(value.as_bytes());
+        *value = HeaderValue::from_bytes(&clean).expect("redaction keeps header bytes valid");
+    }
+    if head_bytes(&parts.headers) > RESPONSE_HEAD_BYTES {
+        return Err(SendError::HeadTooLarge {
+            limit: RESPONSE_HEAD_BYTES,
+        });
     }
     let body = match redactor.bytes(&buffer) {
         std::borrow::Cow::Borrowed(_) => buffer.freeze(),
@@ -196,6 +212,15 @@ pub(super) async fn send(
         connected,
         bytes,
     })
+}
+
+/// The bytes of `headers` as written in a head: `name: value` and a line end
+/// each.
+fn head_bytes(headers: &http::HeaderMap) -> usize {
+    headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum()
 }
 
 /// The addresses of `target`'s host. The system's resolver blocks a thread

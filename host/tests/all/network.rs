@@ -719,3 +719,65 @@ async fn a_response_head_over_64_kib_fails_the_request() {
     assert_eq!(big["code"], "too_large", "{big}");
     client.cancel().await.unwrap();
 }
+
+/// Redaction can lengthen a head: a secret's name may be longer than the
+/// secret. A head within 64 KiB as the upstream sent it, but over it once
+/// redacted, fails as a longer head would; the plugin never holds more.
+#[tokio::test]
+async fn a_response_head_that_redaction_takes_over_64_kib_fails_the_request() {
+    // The shortest secret the host takes, under the longest name.
+    let secret = "k7Qw2ZpX";
+    let name = "s".repeat(64);
+    let base = raw_upstream(move |asked| {
+        let copies = if asked.starts_with("GET /big ") {
+            4000
+        } else {
+            100
+        };
+        format!(
+            "HTTP/1.1 200 OK\r\nx-echo: {}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+            vec![secret; copies].join(" ")
+        )
+    })
+    .await;
+    let m = manifest(vec![PluginEntry::spy().with(&format!(
+        "network = {{ allow = [{{ destination = \"{base}\", addresses = [\"127.0.0.1/32\"] }}] }}\n\
+         credentials = [{{ destination = \"{base}\", secret = \"{name}\", header = \"Authorization\", format = \"Bearer {{secret}}\" }}]"
+    ))]);
+    let variable = format!("TOOLHOST_SECRET_{}", name.to_ascii_uppercase());
+    let (client, _) = stdio_env(&m, &[], &[(variable.as_str(), secret)]).await;
+
+    // 100 copies: 900 bytes sent, 7.5 KiB redacted, well within the limit.
+    let small = ok(
+        &client,
+        "spy_http_send",
+        json!({ "url": format!("{base}/small") }),
+    )
+    .await;
+    assert_eq!(small["status"], 200, "{small}");
+    let echo = small["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h[0] == "x-echo")
+        .and_then(|h| h[1].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        echo.matches(&format!("[REDACTED:{name}]")).count(),
+        100,
+        "{small}"
+    );
+    assert!(!echo.contains(secret), "{small}");
+
+    // 4 000 copies: 35 KiB sent, which hyper reads, but 293 KiB redacted.
+    let big = refused(
+        &client,
+        "spy_http_send",
+        json!({ "url": format!("{base}/big") }),
+    )
+    .await;
+    assert_eq!(big["code"], "too_large", "{big}");
+    assert!(!big.to_string().contains(secret), "{big}");
+    client.cancel().await.unwrap();
+}
