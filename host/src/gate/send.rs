@@ -66,11 +66,11 @@ impl SendError {
             SendError::Connect { .. } => E::ConnectionRefused,
             SendError::Tls { .. } => E::TlsProtocolError,
             SendError::TooLarge { limit } => E::HttpResponseBodySize(Some(*limit)),
-            SendError::Held { .. } => E::ConnectionLimitReached,
-            SendError::Http(e) if e.is_timeout() => E::HttpResponseTimeout,
             SendError::HeadTooLarge { limit } => {
                 E::HttpResponseHeaderSectionSize(Some(*limit as u32))
             }
+            SendError::Held { .. } => E::ConnectionLimitReached,
+            SendError::Http(e) if e.is_timeout() => E::HttpResponseTimeout,
             SendError::Http(e) if e.is_parse_too_large() => {
                 E::HttpResponseHeaderSectionSize(Some(RESPONSE_HEAD_BYTES as u32))
             }

@@ -747,7 +747,7 @@ async fn a_response_head_that_redaction_takes_over_64_kib_fails_the_request() {
     let variable = format!("TOOLHOST_SECRET_{}", name.to_ascii_uppercase());
     let (client, _) = stdio_env(&m, &[], &[(variable.as_str(), secret)]).await;
 
-    // 100 copies: 900 bytes sent, 7.5 KiB redacted, well within the limit.
+    // 100 copies: 899 bytes sent, 7.4 KiB redacted, well within the limit.
     let small = ok(
         &client,
         "spy_http_send",
@@ -770,7 +770,7 @@ async fn a_response_head_that_redaction_takes_over_64_kib_fails_the_request() {
     );
     assert!(!echo.contains(secret), "{small}");
 
-    // 4 000 copies: 35 KiB sent, which hyper reads, but 293 KiB redacted.
+    // 4 000 copies: 35 KiB sent, which hyper reads, but 297 KiB redacted.
     let big = refused(
         &client,
         "spy_http_send",
