@@ -13,6 +13,7 @@ mod approval;
 mod audit;
 mod cache;
 mod call;
+mod compile;
 mod lint;
 mod operator;
 mod pin;
@@ -32,6 +33,7 @@ pub use approval::{ApprovalArgs, ApprovalCommand};
 pub use audit::{AuditArgs, AuditCommand};
 pub use cache::{CacheArgs, CacheCommand};
 pub use call::CallArgs;
+pub use compile::CompileArgs;
 pub use lint::LintArgs;
 pub use operator::{OperatorArgs, OperatorCommand};
 pub use pin::PinArgs;
@@ -45,7 +47,7 @@ use crate::audit::store::AuditedStore;
 use crate::audit::{Audit, Trail, TrailOptions};
 use crate::manifest::{Manifest, StoreKind};
 use crate::redact::LogRedaction;
-use crate::sandbox::{ComponentCache, EngineSettings, Sandbox};
+use crate::sandbox::{CompilerProcess, ComponentCache, EngineSettings, Sandbox};
 use crate::store::postgres::{PoolSettings, PostgresStore};
 use crate::store::{SqliteStore, Store, TaskState, now, rfc3339};
 
@@ -94,6 +96,10 @@ pub enum Command {
     /// Remove compiled components, kept records and pulled registry
     /// artifacts no host has used for a while (`cache prune`).
     Cache(CacheArgs),
+    /// The compiler process a host runs (`sandbox/compiler.rs`): a
+    /// component on stdin, its native code on stdout.
+    #[command(name = crate::sandbox::COMPILE_COMMAND, hide = true)]
+    CompileComponent(CompileArgs),
 }
 
 /// How `lint` and `plugin inspect` print what they found.
@@ -146,6 +152,7 @@ pub async fn run(cli: Cli, logs: LogRedaction) -> anyhow::Result<()> {
         Command::Plugin(args) => plugin::plugin(args).await,
         Command::Vet(args) => vet::vet(args).await,
         Command::Cache(args) => cache::cache(args).await,
+        Command::CompileComponent(args) => compile::compile(args),
     }
 }
 
@@ -281,6 +288,8 @@ fn cached_sandbox(manifest: &Manifest) -> anyhow::Result<Sandbox> {
         .ok();
     let mut sandbox = Sandbox::new(cache, EngineSettings::of(manifest))?;
     sandbox.keep_grants_out_of(folder);
+    // This is the `toolhost` binary, which can run its own compiler.
+    sandbox.compile_in(CompilerProcess::this_binary());
     Ok(sandbox)
 }
 

@@ -7,6 +7,7 @@
 mod bindings;
 mod bodies;
 mod cache;
+mod compiler;
 mod files;
 mod places;
 mod requests;
@@ -15,6 +16,10 @@ mod state;
 pub use bindings::{CallContext, ToolError, ToolSpec};
 pub use bodies::OUTGOING_BODIES;
 pub use cache::{CacheError, ComponentCache, Described, DescribedTool, FileStamp, Origin};
+pub use compiler::{
+    COMMAND as COMPILE_COMMAND, CompileFailure, CompilerProcess, EXIT_NOT_COMPILED,
+    compile_component,
+};
 pub use files::{LISTINGS, OPEN_FILES, OpenFiles};
 pub use places::Places;
 pub use state::{GrantedDir, PluginShared};
@@ -154,6 +159,10 @@ pub struct Sandbox {
     /// the pool.
     key: EngineKey,
     cache: Option<ComponentCache>,
+    /// Compiles components for the cache in a process of its own (see
+    /// `compiler.rs`); without it, or without a cache, they are compiled
+    /// in this one.
+    compiler: Option<CompilerProcess>,
     /// Where the cache was asked to be when it could not be used: no plugin
     /// may be granted it all the same (a plugin could plant native code
     /// there for a later start whose cache works).
@@ -300,6 +309,7 @@ impl Sandbox {
             key,
             unusable_cache: None,
             cache,
+            compiler: None,
             fuel: settings.fuel,
             open_files: OPEN_FILES,
             compiled: Arc::default(),
@@ -401,6 +411,11 @@ impl Sandbox {
         }
     }
 
+    /// Compiles what the cache lacks in `process` instead of this process.
+    pub fn compile_in(&mut self, process: CompilerProcess) {
+        self.compiler = Some(process);
+    }
+
     /// The compiled-component cache, if the host has a usable one.
     pub fn cache(&self) -> Option<&ComponentCache> {
         self.cache.as_ref()
@@ -479,8 +494,9 @@ impl Sandbox {
         .map_err(SandboxError::Load)
     }
 
-    /// The component for `bytes`, from the cache or compiled. Compiling a
-    /// large component takes hundreds of MiB for a few seconds, which the
+    /// The component for `bytes`, from the cache or compiled (in the
+    /// compiler process, if there is one and a cache). Compiling a large
+    /// component here takes hundreds of MiB for a few seconds, which the
     /// allocator would otherwise keep (see `crate::heap`).
     fn build(
         &self,
@@ -489,7 +505,10 @@ impl Sandbox {
         digest: &Sha256Digest,
     ) -> Result<(Component, Origin), String> {
         let built = match &self.cache {
-            Some(cache) => cache.load_or_compile(engine, &self.key, bytes, digest),
+            Some(cache) => {
+                let compiler = self.compiler.as_ref().map(|p| (p, &self.settings));
+                cache.load_or_compile(engine, &self.key, bytes, digest, compiler)
+            }
             None => Component::new(engine, bytes).map(|c| (c, Origin::Compiled)),
         }
         .map_err(|e| format!("{e:#}"));

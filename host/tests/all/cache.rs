@@ -31,6 +31,13 @@ async fn a_restart_serves_from_the_cache_and_makes_the_engine_and_maps_code_at_t
     let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
     let cold = start_once(&m);
     assert_eq!(cold.matches("origin=Compiled").count(), 2, "{cold}");
+    // Each in a process of its own, which keeps the compile's memory.
+    assert_eq!(
+        cold.matches("compiled a component in a compiler process")
+            .count(),
+        2,
+        "{cold}"
+    );
     // The next start takes what each plugin offered from the cache: no
     // component is read, compiled, mapped or run before its first call.
     let warm = start_once(&m);
@@ -120,6 +127,46 @@ fn a_changed_cache_entry_is_recompiled_not_loaded() {
     // The entry was rewritten, so the next call uses it again.
     let (_, log) = call_once(&m, "helpdesk_ticket_list");
     assert!(!log.contains("does not match"), "{log}");
+}
+
+#[test]
+fn a_component_that_does_not_compile_is_refused_with_the_compilers_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("broken.wasm");
+    // A component's preamble, then a section that ends too soon.
+    std::fs::write(&file, b"\0asm\x0d\x00\x01\x00\x01\x7f\x00").unwrap();
+    let mut entry = PluginEntry::helpdesk();
+    entry.component = file.clone();
+    entry.sha256 = sha256(&file);
+    let m = manifest(vec![entry, PluginEntry::fixture()]);
+    let out = start_and_exit(&m, &["--strict"]);
+    assert!(!out.success, "{}", out.stderr);
+    let refusal = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("could not be compiled"))
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    assert!(refusal.contains("helpdesk"), "{refusal}");
+    // wasmtime's own reason, as the compiler process gave it, not a word
+    // about the process.
+    assert!(
+        refusal.contains("failed to parse WebAssembly module"),
+        "{refusal}"
+    );
+    assert!(!refusal.contains("compiler process"), "{refusal}");
+    assert!(
+        !out.stderr.contains("compiling in the host"),
+        "{}",
+        out.stderr
+    );
+    // Nothing of the failed compile is left in the cache.
+    let cache = m.path.parent().unwrap().join(".toolhost/cache/components");
+    let left: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// The helpdesk from a copy of its component (so the shared build is never

@@ -28,7 +28,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::hash::{Hash, Hasher};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -41,6 +41,7 @@ use wasmtime::component::Component;
 
 use crate::manifest::Sha256Digest;
 use crate::sandbox::EngineSettings;
+use crate::sandbox::compiler::{CompilerError, CompilerProcess};
 
 mod prune;
 
@@ -74,6 +75,9 @@ const RECOMPILING: &str = "recompiling";
 /// What it does when the entry it has just written cannot be mapped (a
 /// cache on a `noexec` mount, say).
 const USING_MEMORY: &str = "using the code just compiled, from memory";
+/// What it does when the compiler process cannot be used, or wrote an entry
+/// that cannot be mapped.
+const COMPILING_HERE: &str = "compiling in the host";
 
 /// A folder of compiled components, written and read by this host only.
 #[derive(Debug, Clone)]
@@ -204,16 +208,37 @@ impl ComponentCache {
 
     /// The component for `bytes` (whose digest is `digest`): from the cache
     /// when a verified entry exists, else compiled and stored.
+    /// With a `compiler`, the code is compiled in that process, straight
+    /// into the entry; in this one if that process cannot be run.
     pub fn load_or_compile(
         &self,
         engine: &Engine,
         key: &EngineKey,
         bytes: &[u8],
         digest: &Sha256Digest,
+        compiler: Option<(&CompilerProcess, &EngineSettings)>,
     ) -> wasmtime::Result<(Component, Origin)> {
         let key = entry_key(key, digest);
         if let Some(component) = self.load(engine, &key, RECOMPILING) {
             return Ok((component, Origin::Cache));
+        }
+        if let Some((process, settings)) = compiler {
+            let started = std::time::Instant::now();
+            match self.compile_apart(process, settings, &key, bytes) {
+                Ok(()) => {
+                    tracing::info!(
+                        "compiled a component in a compiler process ({} ms)",
+                        started.elapsed().as_millis()
+                    );
+                    if let Some(component) = self.load(engine, &key, COMPILING_HERE) {
+                        return Ok((component, Origin::Compiled));
+                    }
+                }
+                Err(CompilerError::Failed(why)) => wasmtime::bail!("{why}"),
+                Err(e @ CompilerError::Unavailable(_)) => {
+                    tracing::warn!("{e}; {COMPILING_HERE}");
+                }
+            }
         }
         let code = engine.precompile_component(bytes)?;
         let written = self.write_entry(&key, &code);
@@ -436,6 +461,57 @@ impl ComponentCache {
         }
     }
 
+    /// Has `process` compile `bytes` into the entry `key`, staged and sealed
+    /// as [`ComponentCache::write_entry`] writes one: the code goes from
+    /// that process to the disk, never through this one's memory.
+    fn compile_apart(
+        &self,
+        process: &CompilerProcess,
+        settings: &EngineSettings,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<(), CompilerError> {
+        let tmp = staging_name(&format!("{key}.cwasm"));
+        let unavailable = |e: std::io::Error| CompilerError::Unavailable(e.to_string());
+        let mut file = self
+            .dir
+            .open_with(
+                &tmp,
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600),
+            )
+            .map_err(unavailable)?
+            .into_std();
+        let staged = file
+            .try_clone()
+            .map_err(unavailable)
+            .and_then(|out| process.compile(settings, bytes, out))
+            .and_then(|()| self.seal_staged(&mut file, &tmp, key).map_err(unavailable));
+        if staged.is_err() {
+            // Gone already if it was renamed.
+            drop(self.dir.remove_file(&tmp));
+        }
+        staged
+    }
+
+    /// Seals the code staged in `file` (under the name `tmp`) and renames
+    /// it into the entry `key`. The seal is of the bytes on disk, read back
+    /// through the handle they were written through.
+    fn seal_staged(&self, file: &mut fs::File, tmp: &str, key: &str) -> std::io::Result<()> {
+        let mut hasher = Sha256::new();
+        file.seek(std::io::SeekFrom::Start(0))?;
+        std::io::copy(file, &mut hasher)?;
+        file.sync_all()?;
+        let name = format!("{key}.cwasm");
+        self.dir.rename(tmp, &self.dir, &name)?;
+        self.used(&name);
+        let seal = hex::encode(hasher.finalize());
+        self.write_private(&format!("{key}.sha256"), seal.as_bytes())
+    }
+
     /// Writes code and seal through temporary files and renames, so a crash
     /// never leaves a half-written entry under the real name.
     fn write_entry(&self, key: &str, code: &[u8]) -> std::io::Result<()> {
@@ -445,10 +521,7 @@ impl ComponentCache {
     }
 
     fn write_private(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-        // A fresh name, created exclusively: two writers (two hosts, even in
-        // different PID namespaces, or two threads of one) never write or
-        // rename each other's file.
-        let tmp = format!("{name}.tmp-{}", uuid::Uuid::new_v4().simple());
+        let tmp = staging_name(name);
         let written = self
             .dir
             .open_with(
@@ -468,6 +541,13 @@ impl ComponentCache {
         }
         written
     }
+}
+
+/// A fresh name to write the entry `name` under before renaming it, created
+/// exclusively: two writers (two hosts, even in different PID namespaces, or
+/// two threads of one) never write or rename each other's file.
+fn staging_name(name: &str) -> String {
+    format!("{name}.tmp-{}", uuid::Uuid::new_v4().simple())
 }
 
 /// What of an engine's configuration decides whether code it compiled

@@ -1,0 +1,46 @@
+//! `toolhost compile-component`: the compiler process a host runs to
+//! compile a component apart from itself (`sandbox/compiler.rs` says why).
+//! Hidden from the help: only the host runs it, with its engine's settings.
+
+use std::os::fd::AsFd;
+
+use clap::Args;
+
+use crate::sandbox::{CompileFailure, EXIT_NOT_COMPILED, EngineSettings, compile_component};
+
+/// The host's engine settings, which the code must be compiled for.
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    /// The largest linear memory of any plugin, in bytes.
+    #[arg(long)]
+    pub largest_memory: u64,
+    /// The native stack a plugin's wasm may use, in bytes.
+    #[arg(long)]
+    pub wasm_stack: usize,
+    /// The engine meters fuel.
+    #[arg(long)]
+    pub fuel: bool,
+}
+
+/// Reads a component on stdin and writes its native code to stdout. A
+/// component that does not compile exits with [`EXIT_NOT_COMPILED`] and
+/// wasmtime's message on stderr.
+pub fn compile(args: CompileArgs) -> anyhow::Result<()> {
+    let settings = EngineSettings {
+        largest_memory: args.largest_memory,
+        wasm_stack: args.wasm_stack,
+        fuel: args.fuel,
+    };
+    // Written as a plain file (the host hands over a cache entry's staging
+    // file): std's stdout would buffer it by lines and report a closed
+    // descriptor as success.
+    let out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    match compile_component(&settings, std::io::stdin().lock(), out) {
+        Ok(()) => Ok(()),
+        Err(CompileFailure::NotCompiled(e)) => {
+            eprintln!("toolhost: {e:#}");
+            std::process::exit(EXIT_NOT_COMPILED);
+        }
+        Err(e) => Err(e.into()),
+    }
+}
