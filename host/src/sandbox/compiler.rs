@@ -6,11 +6,13 @@
 //! Why not in the host: compiling a large component (the Python plugin's
 //! interpreter) takes a few hundred MiB for a few seconds, on Cranelift's
 //! thread pool, and glibc keeps much of it in those threads' arenas for the
-//! life of the process (about 100 MiB after the example catalog, against
-//! 2.4 MiB of anonymous memory for a start that found the code cached;
+//! life of the process (about 100 MiB after the example catalog, against a
+//! few MiB of anonymous memory for a start that found the code cached;
 //! docs/performance.md). A compiler process gives all of it back when it
-//! exits, maps none of Cranelift's code into the host, and a compile that
-//! runs out of memory or crashes takes down that process, not the host.
+//! exits, pages none of Cranelift's code into the host, and a compile that
+//! runs out of memory, panics or crashes ends that process, not the host.
+//! At most one compiler process per core runs at once: each compiles on
+//! every core already, and more would only add their memory.
 //!
 //! It is not a trust boundary: the code it writes is mapped into the host
 //! and run there, as code compiled in the host would be. It runs the very
@@ -23,6 +25,7 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
 
 use wasmtime::Engine;
 
@@ -49,27 +52,51 @@ pub enum CompilerError {
 #[derive(Debug, Clone)]
 pub struct CompilerProcess {
     program: PathBuf,
+    /// Compiler processes running, shared by every clone.
+    running: Arc<Running>,
+}
+
+/// A count of compiler processes running, bounded by the cores.
+#[derive(Debug)]
+struct Running {
+    count: Mutex<usize>,
+    freed: Condvar,
+    most: usize,
 }
 
 impl CompilerProcess {
     /// The binary this process runs. Only the `toolhost` binary itself may
     /// use this: it is the one that knows [`COMMAND`].
     pub fn this_binary() -> CompilerProcess {
+        CompilerProcess::of(PathBuf::from("/proc/self/exe"))
+    }
+
+    fn of(program: PathBuf) -> CompilerProcess {
+        let most = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
         CompilerProcess {
-            program: PathBuf::from("/proc/self/exe"),
+            program,
+            running: Arc::new(Running {
+                count: Mutex::new(0),
+                freed: Condvar::new(),
+                most,
+            }),
         }
     }
 
     /// Compiles `component` for an engine of `settings`, writing the code
-    /// into `out` (from its start; `out` must be empty).
+    /// into `out` (from its start; `out` must be empty). Blocks while as
+    /// many compiler processes run as there are cores.
     pub fn compile(
         &self,
         settings: &EngineSettings,
         component: &[u8],
         out: File,
     ) -> Result<(), CompilerError> {
+        let _turn = self.running.wait_turn();
         let mut command = Command::new(&self.program);
+        // Its command line reads `toolhost compile-component …` in `ps`.
         command
+            .arg0("toolhost")
             .arg(COMMAND)
             .arg("--largest-memory")
             .arg(settings.largest_memory.to_string())
@@ -79,13 +106,19 @@ impl CompilerProcess {
             command.arg("--fuel");
         }
         // Nothing of the host's environment (its secrets among it) is
-        // needed to compile; logging off keeps stderr for the error alone.
+        // needed to compile, except how many threads the operator allows
+        // Cranelift; logging off keeps stderr for the error alone.
+        command.env_clear().env("TOOLHOST_LOG", "off");
+        if let Some(threads) = std::env::var_os("RAYON_NUM_THREADS") {
+            command.env("RAYON_NUM_THREADS", threads);
+        }
         command
-            .env_clear()
-            .env("TOOLHOST_LOG", "off")
             .stdin(Stdio::piped())
             .stdout(Stdio::from(out))
-            .stderr(Stdio::piped());
+            .stderr(Stdio::piped())
+            // A terminal's Ctrl-C is the host's to handle; the process
+            // ends with it through the death signal below.
+            .process_group(0);
         // SAFETY: the closure runs in the forked child before exec and only
         // makes one async-signal-safe system call.
         #[allow(unsafe_code)]
@@ -107,27 +140,33 @@ impl CompilerProcess {
         // A process that ends before reading it all says why on stderr.
         let sent = stdin.write_all(component);
         drop(stdin);
-        let mut said = String::new();
-        if let Some(mut stderr) = child.stderr.take() {
+        let mut said = Vec::new();
+        if let Some(stderr) = child.stderr.take() {
             // Bounded: an error message, not a stream.
-            let _ = stderr.by_ref().take(64 << 10).read_to_string(&mut said);
+            let _ = stderr.take(64 << 10).read_to_end(&mut said);
         }
         let status = child
             .wait()
             .map_err(|e| CompilerError::Unavailable(e.to_string()))?;
+        let said = String::from_utf8_lossy(&said);
         let said = said.trim();
         let said = said.strip_prefix("toolhost: ").unwrap_or(said);
         if status.success() {
-            return match sent {
-                Ok(()) => Ok(()),
-                Err(e) => Err(CompilerError::Unavailable(format!(
-                    "it ended before reading the component: {e}"
-                ))),
-            };
+            return sent.map_err(|e| {
+                CompilerError::Unavailable(format!("it ended before reading the component: {e}"))
+            });
         }
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
+            (Some(EXIT_NOT_COMPILED), _) if said.is_empty() => Err(CompilerError::Failed(
+                "the compiler process gave no reason".to_string(),
+            )),
             (Some(EXIT_NOT_COMPILED), _) => Err(CompilerError::Failed(said.to_string())),
+            // The component made wasmtime or Cranelift panic; it would do
+            // the same here.
+            (Some(EXIT_PANICKED), _) => Err(CompilerError::Failed(format!(
+                "the compiler process panicked: {said}"
+            ))),
             (_, Some(signal)) => Err(CompilerError::Failed(format!(
                 "the compiler process was killed by signal {signal}{}",
                 if signal == libc::SIGKILL {
@@ -136,12 +175,38 @@ impl CompilerProcess {
                     ""
                 }
             ))),
-            // Not this binary's compiler (a usage error, say): the host's
-            // own compile says whether the component is at fault.
+            // Not this binary's compiler, or it could not read or write:
+            // the host's own compile says whether the component is at fault.
             _ => Err(CompilerError::Unavailable(format!("{status}: {said}"))),
         }
     }
 }
+
+impl Running {
+    /// Waits until fewer than `most` run, and counts one more until the
+    /// returned guard is dropped.
+    fn wait_turn(&self) -> Turn<'_> {
+        let mut count = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        while *count >= self.most {
+            count = self.freed.wait(count).unwrap_or_else(|p| p.into_inner());
+        }
+        *count += 1;
+        Turn(self)
+    }
+}
+
+/// One compiler process's place among those [`Running`] allows.
+struct Turn<'a>(&'a Running);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        *self.0.count.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        self.0.freed.notify_one();
+    }
+}
+
+/// How a Rust process that panicked exits.
+const EXIT_PANICKED: i32 = 101;
 
 /// The exit code of a compiler process whose component did not compile.
 pub const EXIT_NOT_COMPILED: i32 = 3;
@@ -153,6 +218,10 @@ pub enum CompileFailure {
     /// exits with [`EXIT_NOT_COMPILED`]).
     #[error("{0:#}")]
     NotCompiled(wasmtime::Error),
+    /// The engine could not be made: not the component's fault, so the
+    /// host compiles it in its own process (which will say the same).
+    #[error("cannot make the engine: {0:#}")]
+    Engine(wasmtime::Error),
     /// Reading the component or writing the code failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -168,10 +237,212 @@ pub fn compile_component(
 ) -> Result<(), CompileFailure> {
     let mut component = Vec::new();
     input.read_to_end(&mut component)?;
-    let code = Engine::new(&engine_config(settings, Allocation::OnDemand))
-        .and_then(|engine| engine.precompile_component(&component))
+    let engine = Engine::new(&engine_config(settings, Allocation::OnDemand))
+        .map_err(CompileFailure::Engine)?;
+    let code = engine
+        .precompile_component(&component)
         .map_err(CompileFailure::NotCompiled)?;
     output.write_all(&code)?;
     output.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    use wasmtime::component::Component;
+
+    use super::*;
+    use crate::manifest::Sha256Digest;
+    use crate::sandbox::cache::{ComponentCache, EngineKey, Origin};
+
+    /// The smallest component there is: the preamble alone.
+    const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\x00\x01\x00";
+
+    /// A compiler process that runs `script` (a POSIX shell script).
+    fn fake(dir: &Path, name: &str, script: &str) -> CompilerProcess {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
+        CompilerProcess::of(path)
+    }
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        scripts: PathBuf,
+        cache: ComponentCache,
+        engine: Engine,
+        key: EngineKey,
+        settings: EngineSettings,
+        digest: Sha256Digest,
+    }
+
+    fn setup() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let scripts = dir.path().join("scripts");
+        std::fs::create_dir(&scripts).unwrap();
+        let cache = ComponentCache::open_at(&dir.path().join("cache")).unwrap();
+        let settings = EngineSettings::default();
+        let engine = Engine::new(&engine_config(&settings, Allocation::OnDemand)).unwrap();
+        let key = EngineKey::of(&engine);
+        Setup {
+            _dir: dir,
+            scripts,
+            cache,
+            engine,
+            key,
+            settings,
+            digest: Sha256Digest::of(EMPTY_COMPONENT),
+        }
+    }
+
+    impl Setup {
+        fn compile_with(&self, process: &CompilerProcess) -> wasmtime::Result<Origin> {
+            self.cache
+                .load_or_compile(
+                    &self.engine,
+                    &self.key,
+                    EMPTY_COMPONENT,
+                    &self.digest,
+                    Some((process, &self.settings)),
+                )
+                .map(|(_, origin)| origin)
+        }
+
+        /// The cache folder's file names.
+        fn entries(&self) -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(self.cache.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| !n.ends_with(".engine.json"))
+                .collect();
+            names.sort();
+            names
+        }
+
+        fn has_sealed_code(&self) -> bool {
+            let names = self.entries();
+            names.iter().any(|n| n.ends_with(".cwasm"))
+                && names.iter().any(|n| n.ends_with(".sha256"))
+                && !names.iter().any(|n| n.contains(".tmp-"))
+        }
+    }
+
+    #[test]
+    fn the_code_the_process_writes_is_sealed_into_the_cache_and_loaded_from_it() {
+        let s = setup();
+        let code = s.engine.precompile_component(EMPTY_COMPONENT).unwrap();
+        let file = s.scripts.join("code.cwasm");
+        std::fs::write(&file, &code).unwrap();
+        let process = fake(&s.scripts, "cat", &format!("cat {}", file.display()));
+        assert_eq!(s.compile_with(&process).unwrap(), Origin::Compiled);
+        assert!(s.has_sealed_code(), "{:?}", s.entries());
+        // Loaded from the cache the next time, so sealed as it was written.
+        let fails = fake(&s.scripts, "fails", "exit 1");
+        assert_eq!(s.compile_with(&fails).unwrap(), Origin::Cache);
+    }
+
+    #[test]
+    fn a_process_that_cannot_compile_leaves_it_to_the_host() {
+        for (name, script) in [
+            ("usage", "echo 'error: unexpected argument' >&2; exit 2"),
+            ("silent", "exit 0"),
+            ("missing", "exec /nonexistent/toolhost"),
+        ] {
+            let s = setup();
+            let process = fake(&s.scripts, name, script);
+            assert_eq!(
+                s.compile_with(&process).unwrap(),
+                Origin::Compiled,
+                "{name}"
+            );
+            assert!(s.has_sealed_code(), "{name}: {:?}", s.entries());
+        }
+        // Nor does a process that cannot be started at all.
+        let s = setup();
+        let process = CompilerProcess::of(s.scripts.join("no-such-program"));
+        assert_eq!(s.compile_with(&process).unwrap(), Origin::Compiled);
+    }
+
+    #[test]
+    fn a_compile_that_fails_crashes_or_is_killed_refuses_the_component_without_a_retry() {
+        for (name, script, reason) in [
+            (
+                "refuses",
+                "echo 'toolhost: failed to parse WebAssembly module' >&2; exit 3",
+                "failed to parse WebAssembly module",
+            ),
+            ("quiet", "exit 3", "the compiler process gave no reason"),
+            (
+                "panics",
+                "echo 'thread main panicked at cranelift' >&2; exit 101",
+                "the compiler process panicked: thread main panicked at cranelift",
+            ),
+            (
+                "killed",
+                "kill -9 $$",
+                "the compiler process was killed by signal 9 (out of memory?)",
+            ),
+        ] {
+            let s = setup();
+            let process = fake(&s.scripts, name, script);
+            let error = s.compile_with(&process).unwrap_err();
+            assert_eq!(format!("{error:#}"), reason, "{name}");
+            // Not compiled in the host, and nothing left in the cache.
+            assert_eq!(s.entries(), Vec::<String>::new(), "{name}");
+        }
+    }
+
+    #[test]
+    fn at_most_one_compiler_process_per_core_runs_at_once() {
+        let s = setup();
+        let counter = s.scripts.join("running");
+        std::fs::write(&counter, "").unwrap();
+        // Each run appends a line while it runs and notes how many there
+        // were; `flock` keeps the count honest between them.
+        let script = format!(
+            "exec 9>>{c}; flock 9; echo x >> {c}; wc -l < {c} >> {c}.peaks; flock -u 9; sleep 0.2; flock 9; sed -i '$d' {c}; flock -u 9; exit 2",
+            c = counter.display()
+        );
+        let process = fake(&s.scripts, "slow", &script);
+        let most = process.running.most;
+        std::thread::scope(|scope| {
+            for _ in 0..most + 2 {
+                scope.spawn(|| {
+                    let out = tempfile::tempfile().unwrap();
+                    let _ = process.compile(&s.settings, EMPTY_COMPONENT, out);
+                });
+            }
+        });
+        let peaks = std::fs::read_to_string(counter.with_extension("peaks")).unwrap();
+        let peak = peaks
+            .lines()
+            .map(|l| l.trim().parse::<usize>().unwrap())
+            .max();
+        assert_eq!(peak, Some(most), "{peaks}");
+    }
+
+    #[test]
+    fn the_compiler_side_writes_code_the_host_can_load() {
+        let settings = EngineSettings::default();
+        let mut code = Vec::new();
+        compile_component(&settings, EMPTY_COMPONENT, &mut code).unwrap();
+        let engine = Engine::new(&engine_config(&settings, Allocation::Pool)).unwrap();
+        // SAFETY: `code` was just produced by `precompile_component` for
+        // this configuration.
+        #[allow(unsafe_code)]
+        let loaded = unsafe { Component::deserialize(&engine, &code) };
+        assert!(loaded.is_ok(), "{:?}", loaded.err());
+        let broken = compile_component(
+            &settings,
+            &b"\0asm\x0d\x00\x01\x00\x01\x7f"[..],
+            &mut Vec::new(),
+        );
+        assert!(
+            matches!(broken, Err(CompileFailure::NotCompiled(_))),
+            "{broken:?}"
+        );
+    }
 }

@@ -75,8 +75,8 @@ const RECOMPILING: &str = "recompiling";
 /// What it does when the entry it has just written cannot be mapped (a
 /// cache on a `noexec` mount, say).
 const USING_MEMORY: &str = "using the code just compiled, from memory";
-/// What it does when the compiler process cannot be used, or wrote an entry
-/// that cannot be mapped.
+/// What it does when the compiler process cannot be used, or wrote code that
+/// cannot be loaded.
 const COMPILING_HERE: &str = "compiling in the host";
 
 /// A folder of compiled components, written and read by this host only.
@@ -225,13 +225,21 @@ impl ComponentCache {
         if let Some((process, settings)) = compiler {
             let started = std::time::Instant::now();
             match self.compile_apart(process, settings, &key, bytes) {
-                Ok(()) => {
+                Ok(code) => {
                     tracing::info!(
                         "compiled a component in a compiler process ({} ms)",
                         started.elapsed().as_millis()
                     );
-                    if let Some(component) = self.load(engine, &key, COMPILING_HERE) {
+                    if let Some(component) = self.load(engine, &key, USING_MEMORY) {
                         return Ok((component, Origin::Compiled));
+                    }
+                    // Not stored, or not mappable from there (a `noexec`
+                    // mount): read through the handle it was written by.
+                    match read_compiled(engine, code) {
+                        Ok(component) => return Ok((component, Origin::Compiled)),
+                        Err(e) => tracing::warn!(
+                            "the compiler process's code is unusable ({e:#}); {COMPILING_HERE}"
+                        ),
                     }
                 }
                 Err(CompilerError::Failed(why)) => wasmtime::bail!("{why}"),
@@ -463,14 +471,16 @@ impl ComponentCache {
 
     /// Has `process` compile `bytes` into the entry `key`, staged and sealed
     /// as [`ComponentCache::write_entry`] writes one: the code goes from
-    /// that process to the disk, never through this one's memory.
+    /// that process to the disk, never through this one's memory. Gives
+    /// the handle the code was written through, also if storing it failed
+    /// (which is logged, as for code compiled here).
     fn compile_apart(
         &self,
         process: &CompilerProcess,
         settings: &EngineSettings,
         key: &str,
         bytes: &[u8],
-    ) -> Result<(), CompilerError> {
+    ) -> Result<fs::File, CompilerError> {
         let tmp = staging_name(&format!("{key}.cwasm"));
         let unavailable = |e: std::io::Error| CompilerError::Unavailable(e.to_string());
         let mut file = self
@@ -485,22 +495,36 @@ impl ComponentCache {
             )
             .map_err(unavailable)?
             .into_std();
-        let staged = file
+        let compiled = file
             .try_clone()
             .map_err(unavailable)
             .and_then(|out| process.compile(settings, bytes, out))
-            .and_then(|()| self.seal_staged(&mut file, &tmp, key).map_err(unavailable));
-        if staged.is_err() {
+            .and_then(|()| match file.metadata() {
+                Ok(meta) if meta.len() > 0 => Ok(()),
+                Ok(_) => Err(CompilerError::Unavailable("it wrote no code".into())),
+                Err(e) => Err(unavailable(e)),
+            });
+        let stored = compiled.is_ok()
+            && self
+                .store_staged(&mut file, &tmp, key)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "cannot store a compiled component in {}: {e}",
+                        self.path.display()
+                    );
+                })
+                .is_ok();
+        if !stored {
             // Gone already if it was renamed.
             drop(self.dir.remove_file(&tmp));
         }
-        staged
+        compiled.map(|()| file)
     }
 
     /// Seals the code staged in `file` (under the name `tmp`) and renames
     /// it into the entry `key`. The seal is of the bytes on disk, read back
     /// through the handle they were written through.
-    fn seal_staged(&self, file: &mut fs::File, tmp: &str, key: &str) -> std::io::Result<()> {
+    fn store_staged(&self, file: &mut fs::File, tmp: &str, key: &str) -> std::io::Result<()> {
         let mut hasher = Sha256::new();
         file.seek(std::io::SeekFrom::Start(0))?;
         std::io::copy(file, &mut hasher)?;
@@ -540,6 +564,23 @@ impl ComponentCache {
             Err(_) => drop(self.dir.remove_file(&tmp)),
         }
         written
+    }
+}
+
+/// The component in `file`, code a compiler process wrote for `engine`,
+/// read into memory.
+fn read_compiled(engine: &Engine, mut file: fs::File) -> wasmtime::Result<Component> {
+    let mut code = Vec::new();
+    file.seek(std::io::SeekFrom::Start(0))?;
+    file.read_to_end(&mut code)?;
+    // SAFETY: the bytes are what `precompile_component` wrote in the host's
+    // own binary (the compiler process) for an engine of this one's
+    // configuration, read through the handle of the file it wrote, which
+    // only the host's user can write; wasmtime itself rejects code from
+    // another version or configuration.
+    #[allow(unsafe_code)]
+    unsafe {
+        Component::deserialize(engine, &code)
     }
 }
 
