@@ -26,6 +26,10 @@ pub struct CompileArgs {
 /// component that does not compile exits with [`EXIT_NOT_COMPILED`] and
 /// wasmtime's message on stderr.
 pub fn compile(args: CompileArgs) -> anyhow::Result<()> {
+    // Should the machine run out of memory during a compile, the kernel
+    // ends this process first, not the host that waits for it (raising the
+    // score needs no privilege). Best effort: without /proc it stays as is.
+    let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
     let settings = EngineSettings {
         largest_memory: args.largest_memory,
         wasm_stack: args.wasm_stack,

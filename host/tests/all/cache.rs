@@ -647,3 +647,36 @@ fn pruning_removes_what_no_host_used_for_a_while_and_keeps_what_a_start_used() {
     );
     assert_eq!(names(cache.path()), before);
 }
+
+#[test]
+fn the_compiler_process_offers_itself_first_to_the_oom_killer_and_says_why_a_component_failed() {
+    let mut child = toolhost()
+        .args([
+            "compile-component",
+            "--largest-memory",
+            "67108864",
+            "--wasm-stack",
+            "1048576",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It waits for the component on stdin; meanwhile its score is set.
+    let score = format!("/proc/{}/oom_score_adj", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&score).unwrap().trim() != "1000" {
+        assert!(std::time::Instant::now() < deadline, "score never set");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(out.stdout.is_empty());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.starts_with("toolhost: failed to parse WebAssembly module"),
+        "{said}"
+    );
+}
