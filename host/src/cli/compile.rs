@@ -30,6 +30,24 @@ pub fn compile(args: CompileArgs) -> anyhow::Result<()> {
     // ends this process first, not the host that waits for it (raising the
     // score needs no privilege). Best effort: without /proc it stays as is.
     let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
+    // Run as `/proc/self/exe`, the process would be `exe` to `top`, `pgrep`
+    // and the kernel's OOM report.
+    let _ = std::fs::write("/proc/self/comm", "toolhost");
+    // A panic (most likely one the component brought about in wasmtime or
+    // Cranelift) is the reason the host gives for refusing the plugin: one
+    // line, without the default hook's advice about backtraces.
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("no message");
+        match info.location() {
+            Some(at) => eprintln!("toolhost: {message} (at {at})"),
+            None => eprintln!("toolhost: {message}"),
+        }
+    }));
     let settings = EngineSettings {
         largest_memory: args.largest_memory,
         wasm_stack: args.wasm_stack,

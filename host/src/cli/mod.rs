@@ -131,6 +131,9 @@ impl Cli {
             Command::Serve(args) => Some(args.workers.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
             })),
+            // The compiler process waits for nothing: one worker, beside
+            // Cranelift's own threads.
+            Command::CompileComponent(_) => Some(1),
             _ => None,
         }
     }
@@ -286,10 +289,11 @@ fn cached_sandbox(manifest: &Manifest) -> anyhow::Result<Sandbox> {
     let cache = ComponentCache::open_at(&folder)
         .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
         .ok();
-    let mut sandbox = Sandbox::new(cache, EngineSettings::of(manifest))?;
+    let settings = EngineSettings::of(manifest);
+    let mut sandbox = Sandbox::new(cache, settings)?;
     sandbox.keep_grants_out_of(folder);
     // This is the `toolhost` binary, which can run its own compiler.
-    sandbox.compile_in(CompilerProcess::this_binary());
+    sandbox.compile_in(CompilerProcess::this_binary(settings));
     Ok(sandbox)
 }
 

@@ -506,8 +506,7 @@ impl Sandbox {
     ) -> Result<(Component, Origin), String> {
         let built = match &self.cache {
             Some(cache) => {
-                let compiler = self.compiler.as_ref().map(|p| (p, &self.settings));
-                cache.load_or_compile(engine, &self.key, bytes, digest, compiler)
+                cache.load_or_compile(engine, &self.key, bytes, digest, self.compiler.as_ref())
             }
             None => Component::new(engine, bytes).map(|c| (c, Origin::Compiled)),
         }

@@ -31,13 +31,16 @@ async fn a_restart_serves_from_the_cache_and_makes_the_engine_and_maps_code_at_t
     let m = manifest(vec![PluginEntry::helpdesk(), PluginEntry::fixture()]);
     let cold = start_once(&m);
     assert_eq!(cold.matches("origin=Compiled").count(), 2, "{cold}");
-    // Each in a process of its own, which keeps the compile's memory.
+    // Each in a process of its own, so the host keeps none of the
+    // compile's memory, and each one's code was used.
     assert_eq!(
         cold.matches("compiled a component in a compiler process")
             .count(),
         2,
         "{cold}"
     );
+    assert!(!cold.contains("compiling in the host"), "{cold}");
+    assert!(!cold.contains("unusable"), "{cold}");
     // The next start takes what each plugin offered from the cache: no
     // component is read, compiled, mapped or run before its first call.
     let warm = start_once(&m);
@@ -650,7 +653,12 @@ fn pruning_removes_what_no_host_used_for_a_while_and_keeps_what_a_start_used() {
 
 #[test]
 fn the_compiler_process_offers_itself_first_to_the_oom_killer_and_says_why_a_component_failed() {
-    let mut child = toolhost()
+    // Run through a link named as the host's `/proc/self/exe` is, so the
+    // kernel names the process `exe` until it renames itself.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("exe");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_toolhost"), &exe).unwrap();
+    let mut child = std::process::Command::new(&exe)
         .args([
             "compile-component",
             "--largest-memory",
@@ -663,11 +671,23 @@ fn the_compiler_process_offers_itself_first_to_the_oom_killer_and_says_why_a_com
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // It waits for the component on stdin; meanwhile its score is set.
-    let score = format!("/proc/{}/oom_score_adj", child.id());
+    // It waits for the component on stdin; meanwhile its score is set and
+    // it names itself for `top` and the kernel's OOM report (not after
+    // `/proc/self/exe`).
+    let read = |what: &str| {
+        std::fs::read_to_string(format!("/proc/{}/{what}", child.id()))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::fs::read_to_string(&score).unwrap().trim() != "1000" {
-        assert!(std::time::Instant::now() < deadline, "score never set");
+    while read("oom_score_adj") != "1000" || read("comm") != "toolhost" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "score {}, name {}",
+            read("oom_score_adj"),
+            read("comm")
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     drop(child.stdin.take());

@@ -208,29 +208,31 @@ impl ComponentCache {
 
     /// The component for `bytes` (whose digest is `digest`): from the cache
     /// when a verified entry exists, else compiled and stored.
+    ///
     /// With a `compiler`, the code is compiled in that process, straight
-    /// into the entry; in this one if that process cannot be run.
+    /// into the entry; in this one if that process cannot be run or its
+    /// code cannot be used. A component it fails to compile is refused.
     pub fn load_or_compile(
         &self,
         engine: &Engine,
         key: &EngineKey,
         bytes: &[u8],
         digest: &Sha256Digest,
-        compiler: Option<(&CompilerProcess, &EngineSettings)>,
+        compiler: Option<&CompilerProcess>,
     ) -> wasmtime::Result<(Component, Origin)> {
         let key = entry_key(key, digest);
         if let Some(component) = self.load(engine, &key, RECOMPILING) {
             return Ok((component, Origin::Cache));
         }
-        if let Some((process, settings)) = compiler {
+        if let Some(process) = compiler {
             let started = std::time::Instant::now();
-            match self.compile_apart(process, settings, &key, bytes) {
-                Ok(code) => {
+            match self.compile_apart(process, &key, bytes) {
+                Ok((code, stored)) => {
                     tracing::info!(
-                        "compiled a component in a compiler process ({} ms)",
+                        "compiled a component in a compiler process ({} ms, with any wait for a turn)",
                         started.elapsed().as_millis()
                     );
-                    if let Some(component) = self.load(engine, &key, USING_MEMORY) {
+                    if stored && let Some(component) = self.load(engine, &key, USING_MEMORY) {
                         return Ok((component, Origin::Compiled));
                     }
                     // Not stored, or not mappable from there (a `noexec`
@@ -249,13 +251,9 @@ impl ComponentCache {
             }
         }
         let code = engine.precompile_component(bytes)?;
-        let written = self.write_entry(&key, &code);
-        if let Err(e) = &written {
-            tracing::warn!(
-                "cannot store a compiled component in {}: {e}",
-                self.path.display()
-            );
-        }
+        let written = self
+            .write_entry(&key, &code)
+            .inspect_err(|e| self.not_stored(e));
         // Mapped from the entry just written, as a later start would map
         // it: only the code that runs becomes resident, where loading from
         // `code` would copy all of it (tens of MB for an interpreter) into
@@ -265,11 +263,31 @@ impl ComponentCache {
         {
             return Ok((component, Origin::Compiled));
         }
-        // SAFETY: `code` was produced just now by this engine's
-        // `precompile_component`, which is what `deserialize` requires.
-        #[allow(unsafe_code)]
-        let component = unsafe { Component::deserialize(engine, &code)? };
-        Ok((component, Origin::Compiled))
+        Ok((from_memory(engine, &code)?, Origin::Compiled))
+    }
+
+    /// Logs that compiled code could not be kept: a later start compiles
+    /// it again.
+    fn not_stored(&self, e: &std::io::Error) {
+        tracing::warn!(
+            "cannot store a compiled component in {}: {e}",
+            self.path.display()
+        );
+    }
+
+    /// A staging file for the entry `name`, created 0600 and exclusively,
+    /// and its name for the rename.
+    fn stage(&self, name: &str, read: bool) -> std::io::Result<(String, fs::File)> {
+        let tmp = staging_name(name);
+        let file = self.dir.open_with(
+            &tmp,
+            OpenOptions::new()
+                .read(read)
+                .write(true)
+                .create_new(true)
+                .mode(0o600),
+        )?;
+        Ok((tmp, file.into_std()))
     }
 
     /// The cached component for `digest`, if a verified entry exists: no
@@ -472,33 +490,22 @@ impl ComponentCache {
     /// Has `process` compile `bytes` into the entry `key`, staged and sealed
     /// as [`ComponentCache::write_entry`] writes one: the code goes from
     /// that process to the disk, never through this one's memory. Gives
-    /// the handle the code was written through, also if storing it failed
-    /// (which is logged, as for code compiled here).
+    /// the handle the code was written through and whether it was stored
+    /// (a failure to store it is logged, as for code compiled here).
     fn compile_apart(
         &self,
         process: &CompilerProcess,
-        settings: &EngineSettings,
         key: &str,
         bytes: &[u8],
-    ) -> Result<fs::File, CompilerError> {
-        let tmp = staging_name(&format!("{key}.cwasm"));
+    ) -> Result<(fs::File, bool), CompilerError> {
         let unavailable = |e: std::io::Error| CompilerError::Unavailable(e.to_string());
-        let mut file = self
-            .dir
-            .open_with(
-                &tmp,
-                OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600),
-            )
-            .map_err(unavailable)?
-            .into_std();
+        let (tmp, mut file) = self
+            .stage(&format!("{key}.cwasm"), true)
+            .map_err(unavailable)?;
         let compiled = file
             .try_clone()
             .map_err(unavailable)
-            .and_then(|out| process.compile(settings, bytes, out))
+            .and_then(|out| process.compile(bytes, out))
             .and_then(|()| match file.metadata() {
                 Ok(meta) if meta.len() > 0 => Ok(()),
                 Ok(_) => Err(CompilerError::Unavailable("it wrote no code".into())),
@@ -507,18 +514,13 @@ impl ComponentCache {
         let stored = compiled.is_ok()
             && self
                 .store_staged(&mut file, &tmp, key)
-                .inspect_err(|e| {
-                    tracing::warn!(
-                        "cannot store a compiled component in {}: {e}",
-                        self.path.display()
-                    );
-                })
+                .inspect_err(|e| self.not_stored(e))
                 .is_ok();
         if !stored {
             // Gone already if it was renamed.
             drop(self.dir.remove_file(&tmp));
         }
-        compiled.map(|()| file)
+        compiled.map(|()| (file, stored))
     }
 
     /// Seals the code staged in `file` (under the name `tmp`) and renames
@@ -545,18 +547,10 @@ impl ComponentCache {
     }
 
     fn write_private(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-        let tmp = staging_name(name);
-        let written = self
-            .dir
-            .open_with(
-                &tmp,
-                OpenOptions::new().write(true).create_new(true).mode(0o600),
-            )
-            .and_then(|file| {
-                let mut file = file.into_std();
-                file.write_all(bytes)?;
-                file.sync_all()
-            })
+        let (tmp, mut file) = self.stage(name, false)?;
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_all())
             .and_then(|()| self.dir.rename(&tmp, &self.dir, name));
         match written {
             Ok(()) => self.used(name),
@@ -573,14 +567,19 @@ fn read_compiled(engine: &Engine, mut file: fs::File) -> wasmtime::Result<Compon
     let mut code = Vec::new();
     file.seek(std::io::SeekFrom::Start(0))?;
     file.read_to_end(&mut code)?;
-    // SAFETY: the bytes are what `precompile_component` wrote in the host's
-    // own binary (the compiler process) for an engine of this one's
-    // configuration, read through the handle of the file it wrote, which
-    // only the host's user can write; wasmtime itself rejects code from
-    // another version or configuration.
+    from_memory(engine, &code)
+}
+
+/// The component whose compiled code is `code`.
+fn from_memory(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> {
+    // SAFETY: `code` is what `precompile_component` of this binary produced
+    // for an engine of this one's configuration: just now in this process,
+    // or in its compiler process and read back through the handle of the
+    // file it wrote, which only the host's user can write. wasmtime itself
+    // rejects code from another version or configuration.
     #[allow(unsafe_code)]
     unsafe {
-        Component::deserialize(engine, &code)
+        Component::deserialize(engine, code)
     }
 }
 
