@@ -7,9 +7,8 @@
 //! largest burst for the rest of its life: after compiling the example
 //! catalog's Python and JavaScript plugins it held 379 MiB of anonymous
 //! memory, 104 MiB with this; each sign-in kept 19 MiB. (The host now
-//! compiles for its cache in a process of its own, `sandbox/compiler.rs`,
-//! so after such a compile this finds little to give back; it matters
-//! when the host compiles itself, and for its other bursts.)
+//! compiles for its cache in a process of its own, `sandbox/compiler.rs`;
+//! this follows a compile only when the host compiled itself.)
 
 /// Gives the free pages inside every malloc arena back to the system.
 /// glibc leaves the free end of a thread's heap (only the main heap's is

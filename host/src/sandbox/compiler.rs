@@ -25,7 +25,7 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use wasmtime::Engine;
 
@@ -63,7 +63,9 @@ pub struct CompilerProcess {
 struct Running {
     count: Mutex<usize>,
     freed: Condvar,
-    most: usize,
+    /// The bound; the cores, counted at the first compile rather than at
+    /// every start (most start with everything in the cache).
+    most: OnceLock<usize>,
 }
 
 impl CompilerProcess {
@@ -71,12 +73,11 @@ impl CompilerProcess {
     /// `settings`. Only the `toolhost` binary itself may use this: it is
     /// the one that knows [`COMMAND`].
     pub fn this_binary(settings: EngineSettings) -> CompilerProcess {
-        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-        CompilerProcess::of(PathBuf::from("/proc/self/exe"), settings, cores)
+        CompilerProcess::of(PathBuf::from("/proc/self/exe"), settings, OnceLock::new())
     }
 
-    /// `program` run as the compiler, at most `most` at once.
-    fn of(program: PathBuf, settings: EngineSettings, most: usize) -> CompilerProcess {
+    /// `program` run as the compiler, at most `most` at once (once set).
+    fn of(program: PathBuf, settings: EngineSettings, most: OnceLock<usize>) -> CompilerProcess {
         CompilerProcess {
             program,
             settings,
@@ -189,8 +190,11 @@ impl Running {
     /// Waits until fewer than `most` run, and counts one more until the
     /// returned guard is dropped.
     fn wait_turn(&self) -> Turn<'_> {
+        let most = *self
+            .most
+            .get_or_init(|| std::thread::available_parallelism().map_or(2, std::num::NonZero::get));
         let mut count = self.count.lock().unwrap_or_else(|p| p.into_inner());
-        while *count >= self.most {
+        while *count >= most {
             count = self.freed.wait(count).unwrap_or_else(|p| p.into_inner());
         }
         *count += 1;
@@ -278,7 +282,7 @@ mod tests {
         // written holds it open for writing until it execs, and running
         // the script meanwhile fails (ETXTBSY); that takes microseconds.
         std::thread::sleep(std::time::Duration::from_millis(50));
-        CompilerProcess::of(path, EngineSettings::default(), 2)
+        CompilerProcess::of(path, EngineSettings::default(), OnceLock::from(2))
     }
 
     struct Setup {
@@ -387,7 +391,7 @@ mod tests {
         let process = CompilerProcess::of(
             s.scripts.join("no-such-program"),
             EngineSettings::default(),
-            2,
+            OnceLock::from(2),
         );
         let origin = s.compile_with(&process, EMPTY_COMPONENT);
         assert_eq!(origin.unwrap(), Origin::Compiled);
@@ -428,7 +432,7 @@ mod tests {
         let running = Running {
             count: Mutex::new(0),
             freed: Condvar::new(),
-            most: 2,
+            most: OnceLock::from(2),
         };
         let now = AtomicUsize::new(0);
         let peak = AtomicUsize::new(0);

@@ -496,25 +496,27 @@ impl Sandbox {
 
     /// The component for `bytes`, from the cache or compiled (in the
     /// compiler process, if there is one and a cache). Compiling a large
-    /// component here takes hundreds of MiB for a few seconds, which the
-    /// allocator would otherwise keep (see `crate::heap`).
+    /// component in this process takes hundreds of MiB for a few seconds,
+    /// which the allocator would otherwise keep (see `crate::heap`), so
+    /// such a compile is followed by giving the free memory back.
     fn build(
         &self,
         engine: &Engine,
         bytes: &[u8],
         digest: &Sha256Digest,
     ) -> Result<(Component, Origin), String> {
-        let built = match &self.cache {
+        match &self.cache {
+            // It gives back what a compile in this process leaves.
             Some(cache) => {
                 cache.load_or_compile(engine, &self.key, bytes, digest, self.compiler.as_ref())
             }
-            None => Component::new(engine, bytes).map(|c| (c, Origin::Compiled)),
+            None => {
+                let compiled = Component::new(engine, bytes);
+                crate::heap::give_back_free_memory();
+                compiled.map(|c| (c, Origin::Compiled))
+            }
         }
-        .map_err(|e| format!("{e:#}"));
-        if !matches!(built, Ok((_, Origin::Cache))) {
-            crate::heap::give_back_free_memory();
-        }
-        built
+        .map_err(|e| format!("{e:#}"))
     }
 
     /// As [`Sandbox::compile`], reading the component's bytes only when the

@@ -144,12 +144,8 @@ fn a_component_that_does_not_compile_is_refused_with_the_compilers_reason() {
     let m = manifest(vec![entry, PluginEntry::fixture()]);
     let out = start_and_exit(&m, &["--strict"]);
     assert!(!out.success, "{}", out.stderr);
-    let refusal = out
-        .stderr
-        .lines()
-        .find(|l| l.contains("could not be compiled"))
-        .unwrap_or_else(|| panic!("{}", out.stderr));
-    assert!(refusal.contains("helpdesk"), "{refusal}");
+    let refusal = refusal_line(&out.stderr, "helpdesk");
+    assert!(refusal.contains("could not be compiled"), "{refusal}");
     // wasmtime's own reason, as the compiler process gave it, not a word
     // about the process.
     assert!(
@@ -465,10 +461,7 @@ fn granted(name: &str, host: &std::path::Path, mode: &str) -> PluginEntry {
 
 /// Asserts that `log` refuses `plugin` for a grant overlapping the cache.
 fn refused_for_the_cache(log: &str, plugin: &str) {
-    let refusal = log
-        .lines()
-        .find(|l| l.contains(&format!("plugin `{plugin}` refused")))
-        .unwrap_or_else(|| panic!("{log}"));
+    let refusal = refusal_line(log, plugin);
     assert!(refusal.contains("compiled-component cache"), "{refusal}");
 }
 

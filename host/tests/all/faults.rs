@@ -171,11 +171,7 @@ async fn start_code_that_never_returns_is_cut_off() {
     std::fs::create_dir(&scratch).unwrap();
     std::fs::write(scratch.join("stall"), "").unwrap();
     let out = start_and_exit(&m, &[]);
-    let refusal = out
-        .stderr
-        .lines()
-        .find(|l| l.contains("plugin `stalled` refused"))
-        .unwrap_or_else(|| panic!("not refused:\n{}", out.stderr));
+    let refusal = refusal_line(&out.stderr, "stalled");
     assert!(refusal.contains("500ms"), "{refusal}");
     assert!(out.stderr.contains("plugin loaded"), "{}", out.stderr);
 }

@@ -205,12 +205,7 @@ fn hostile_describes_refuse_only_their_plugin() {
     ]);
     let out = start_and_exit(&m, &[]);
     let log = &out.stderr;
-    let refusal = |plugin: &str| {
-        log.lines()
-            .find(|l| l.contains(&format!("plugin `{plugin}` refused")))
-            .unwrap_or_else(|| panic!("{plugin} not refused:\n{log}"))
-            .to_string()
-    };
+    let refusal = |plugin: &str| refusal_line(log, plugin).to_string();
     assert!(refusal("many").contains("many_n0_get"), "{log}");
     assert!(refusal("extra").contains("fixture_secret_run"), "{log}");
     assert!(refusal("schema").contains("JSON Schema"), "{log}");

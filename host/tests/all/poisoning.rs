@@ -148,11 +148,7 @@ async fn hidden_text_refuses_its_plugin_and_no_client_sees_it() {
     let exit = start_and_exit(&m, &[]);
     assert!(exit.success, "{}", exit.stderr);
     for case in &CASES {
-        let line = exit
-            .stderr
-            .lines()
-            .find(|l| l.contains(&format!("plugin `{}` refused", case.plugin)))
-            .unwrap_or_else(|| panic!("{}: no refusal in {}", case.plugin, exit.stderr));
+        let line = refusal_line(&exit.stderr, case.plugin);
         assert!(
             line.contains(&format!("tool `{}_ticket_get` at {}", case.plugin, case.at))
                 && line.contains(case.escape),

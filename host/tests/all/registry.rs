@@ -170,11 +170,7 @@ fn vet(m: &TestManifest) -> std::process::Output {
 /// The host's log line refusing `plugin`.
 fn refusal(m: &TestManifest, plugin: &str) -> String {
     let exit = start_and_exit(m, &[]);
-    exit.stderr
-        .lines()
-        .find(|l| l.contains(&format!("plugin `{plugin}` refused")))
-        .unwrap_or_else(|| panic!("`{plugin}` was not refused: {}", exit.stderr))
-        .to_string()
+    refusal_line(&exit.stderr, plugin).to_string()
 }
 
 async fn sorted_names(m: &TestManifest) -> Vec<String> {

@@ -249,6 +249,14 @@ pub struct Exit {
 }
 
 /// Runs `toolhost serve --stdio --manifest M ARGS` with stdin closed.
+/// The line of a host's `log` that refuses `plugin`; panics, showing the
+/// log, if there is none.
+pub fn refusal_line<'a>(log: &'a str, plugin: &str) -> &'a str {
+    log.lines()
+        .find(|l| l.contains(&format!("plugin `{plugin}` refused")))
+        .unwrap_or_else(|| panic!("`{plugin}` was not refused:\n{log}"))
+}
+
 pub fn start_and_exit(manifest: &TestManifest, args: &[&str]) -> Exit {
     let out = toolhost()
         .env("TOOLHOST_LOG", "info")

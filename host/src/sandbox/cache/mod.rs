@@ -250,20 +250,34 @@ impl ComponentCache {
                 }
             }
         }
+        let compiled = self.compile_here(engine, &key, bytes);
+        // Only a compile in this process leaves its memory here.
+        crate::heap::give_back_free_memory();
+        Ok((compiled?, Origin::Compiled))
+    }
+
+    /// Compiles `bytes` in this process and stores the code as the entry
+    /// `key`.
+    fn compile_here(
+        &self,
+        engine: &Engine,
+        key: &str,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Component> {
         let code = engine.precompile_component(bytes)?;
         let written = self
-            .write_entry(&key, &code)
+            .write_entry(key, &code)
             .inspect_err(|e| self.not_stored(e));
         // Mapped from the entry just written, as a later start would map
         // it: only the code that runs becomes resident, where loading from
         // `code` would copy all of it (tens of MB for an interpreter) into
         // memory the host keeps for its life.
         if written.is_ok()
-            && let Some(component) = self.load(engine, &key, USING_MEMORY)
+            && let Some(component) = self.load(engine, key, USING_MEMORY)
         {
-            return Ok((component, Origin::Compiled));
+            return Ok(component);
         }
-        Ok((from_memory(engine, &code)?, Origin::Compiled))
+        from_memory(engine, &code)
     }
 
     /// Logs that compiled code could not be kept: a later start compiles
