@@ -22,6 +22,17 @@ pub struct CompileArgs {
     pub fuel: bool,
 }
 
+impl CompileArgs {
+    /// The settings the host wrote with `sandbox::compile_arguments`.
+    pub fn settings(&self) -> EngineSettings {
+        EngineSettings {
+            largest_memory: self.largest_memory,
+            wasm_stack: self.wasm_stack,
+            fuel: self.fuel,
+        }
+    }
+}
+
 /// Reads a component on stdin and writes its native code to stdout. A
 /// component that does not compile exits with [`EXIT_NOT_COMPILED`] and
 /// wasmtime's message on stderr.
@@ -48,11 +59,7 @@ pub fn compile(args: CompileArgs) -> anyhow::Result<()> {
             None => eprintln!("toolhost: {message}"),
         }
     }));
-    let settings = EngineSettings {
-        largest_memory: args.largest_memory,
-        wasm_stack: args.wasm_stack,
-        fuel: args.fuel,
-    };
+    let settings = args.settings();
     // Written as a plain file (the host hands over a cache entry's staging
     // file): std's stdout would buffer it by lines and report a closed
     // descriptor as success.

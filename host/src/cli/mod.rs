@@ -359,4 +359,32 @@ mod tests {
         assert!(Cli::try_parse_from(["toolhost", "serve", "--stdio", "--workers", "0"]).is_err());
         assert_eq!(workers(&["toolhost", "pin"]), None);
     }
+
+    /// The host writes the compiler process's command line in
+    /// `sandbox/compiler.rs` and clap reads it here: a flag spelled apart
+    /// would send every compile back to the host.
+    #[test]
+    fn the_compiler_process_reads_the_settings_the_host_writes() {
+        use crate::sandbox::{COMPILE_COMMAND, EngineSettings, compile_arguments};
+        for settings in [
+            EngineSettings {
+                largest_memory: 64 << 20,
+                wasm_stack: 512 << 10,
+                fuel: false,
+            },
+            EngineSettings {
+                largest_memory: 4 << 30,
+                wasm_stack: 1 << 20,
+                fuel: true,
+            },
+        ] {
+            let line = ["toolhost".to_string(), COMPILE_COMMAND.to_string()]
+                .into_iter()
+                .chain(compile_arguments(&settings));
+            match Cli::try_parse_from(line).unwrap().command {
+                Command::CompileComponent(args) => assert_eq!(args.settings(), settings),
+                _ => panic!("not read as the compile command"),
+            }
+        }
+    }
 }

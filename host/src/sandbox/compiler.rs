@@ -34,6 +34,23 @@ use super::{Allocation, EngineSettings, engine_config};
 /// The host's command line for the compiler process.
 pub const COMMAND: &str = "compile-component";
 
+/// The compiler process's arguments after [`COMMAND`]: the engine settings
+/// the code must be compiled for. The command reads them back, and a test
+/// of the command line holds the two sides to each other: a flag spelled
+/// differently on one side would leave every compile to the host.
+pub fn arguments(settings: &EngineSettings) -> Vec<String> {
+    let mut args = vec![
+        "--largest-memory".to_string(),
+        settings.largest_memory.to_string(),
+        "--wasm-stack".to_string(),
+        settings.wasm_stack.to_string(),
+    ];
+    if settings.fuel {
+        args.push("--fuel".to_string());
+    }
+    args
+}
+
 /// Why the compiler process gave no code.
 #[derive(Debug, thiserror::Error)]
 pub enum CompilerError {
@@ -100,13 +117,7 @@ impl CompilerProcess {
         command
             .arg0("toolhost")
             .arg(COMMAND)
-            .arg("--largest-memory")
-            .arg(settings.largest_memory.to_string())
-            .arg("--wasm-stack")
-            .arg(settings.wasm_stack.to_string());
-        if settings.fuel {
-            command.arg("--fuel");
-        }
+            .args(arguments(settings));
         // Nothing of the host's environment (its secrets among it) is
         // needed to compile, except how many threads the operator allows
         // Cranelift; logging off keeps stderr for the error alone.

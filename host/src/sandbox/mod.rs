@@ -18,7 +18,7 @@ pub use bodies::OUTGOING_BODIES;
 pub use cache::{CacheError, ComponentCache, Described, DescribedTool, FileStamp, Origin};
 pub use compiler::{
     COMMAND as COMPILE_COMMAND, CompileFailure, CompilerProcess, EXIT_NOT_COMPILED,
-    compile_component,
+    arguments as compile_arguments, compile_component,
 };
 pub use files::{LISTINGS, OPEN_FILES, OpenFiles};
 pub use places::Places;
@@ -78,7 +78,7 @@ const TABLES_PER_INSTANCE: u32 = 4;
 /// What the one engine must be built for, taken from the whole manifest:
 /// the pool's slots fit the largest memory limit, and fuel metering (which
 /// slows every call a little) is compiled in only when a plugin asks for it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineSettings {
     pub largest_memory: u64,
     pub wasm_stack: usize,
