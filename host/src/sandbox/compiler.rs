@@ -98,11 +98,7 @@ impl CompilerProcess {
         CompilerProcess {
             program,
             settings,
-            running: Arc::new(Running {
-                count: Mutex::new(0),
-                freed: Condvar::new(),
-                most,
-            }),
+            running: Arc::new(Running::new(most)),
         }
     }
 
@@ -110,14 +106,13 @@ impl CompilerProcess {
     /// `out` must be empty). Blocks while as many compiler processes run as
     /// there are cores.
     pub fn compile(&self, component: &[u8], out: File) -> Result<(), CompilerError> {
-        let settings = &self.settings;
         let _turn = self.running.wait_turn();
         let mut command = Command::new(&self.program);
         // Its command line reads `toolhost compile-component …` in `ps`.
         command
             .arg0("toolhost")
             .arg(COMMAND)
-            .args(arguments(settings));
+            .args(arguments(&self.settings));
         // Nothing of the host's environment (its secrets among it) is
         // needed to compile, except how many threads the operator allows
         // Cranelift; logging off keeps stderr for the error alone.
@@ -198,6 +193,15 @@ impl CompilerProcess {
 }
 
 impl Running {
+    /// None running yet, at most `most` at once (once set).
+    fn new(most: OnceLock<usize>) -> Running {
+        Running {
+            count: Mutex::new(0),
+            freed: Condvar::new(),
+            most,
+        }
+    }
+
     /// Waits until fewer than `most` run, and counts one more until the
     /// returned guard is dropped.
     fn wait_turn(&self) -> Turn<'_> {
@@ -440,11 +444,7 @@ mod tests {
 
     #[test]
     fn no_more_compiler_processes_run_at_once_than_the_bound() {
-        let running = Running {
-            count: Mutex::new(0),
-            freed: Condvar::new(),
-            most: OnceLock::from(2),
-        };
+        let running = Running::new(OnceLock::from(2));
         let now = AtomicUsize::new(0);
         let peak = AtomicUsize::new(0);
         std::thread::scope(|scope| {

@@ -652,13 +652,14 @@ fn the_compiler_process_offers_itself_first_to_the_oom_killer_and_says_why_a_com
     let exe = dir.path().join("exe");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_toolhost"), &exe).unwrap();
     let mut child = std::process::Command::new(&exe)
-        .args([
-            "compile-component",
-            "--largest-memory",
-            "67108864",
-            "--wasm-stack",
-            "1048576",
-        ])
+        .arg(toolhost::sandbox::COMPILE_COMMAND)
+        .args(toolhost::sandbox::compile_arguments(
+            &toolhost::sandbox::EngineSettings {
+                largest_memory: 64 << 20,
+                wasm_stack: 1 << 20,
+                fuel: false,
+            },
+        ))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -248,7 +248,6 @@ pub struct Exit {
     pub stderr: String,
 }
 
-/// Runs `toolhost serve --stdio --manifest M ARGS` with stdin closed.
 /// The line of a host's `log` that refuses `plugin`; panics, showing the
 /// log, if there is none.
 pub fn refusal_line<'a>(log: &'a str, plugin: &str) -> &'a str {
@@ -257,6 +256,7 @@ pub fn refusal_line<'a>(log: &'a str, plugin: &str) -> &'a str {
         .unwrap_or_else(|| panic!("`{plugin}` was not refused:\n{log}"))
 }
 
+/// Runs `toolhost serve --stdio --manifest M ARGS` with stdin closed.
 pub fn start_and_exit(manifest: &TestManifest, args: &[&str]) -> Exit {
     let out = toolhost()
         .env("TOOLHOST_LOG", "info")
