@@ -250,6 +250,7 @@ bench *args: build test-plugins
 
 # Build the binary to ship, target/dist/toolhost: the dist profile
 # (whole-program LTO, one codegen unit, stripped) makes it smaller and
-# faster than `just build`'s, at several times the build time.
+# faster than `just build`'s, for a cold build about 1.3x as long and a
+# rebuild after each change several times as long (docs/performance.md).
 dist:
     cargo build --profile dist -p toolhost
