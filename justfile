@@ -201,9 +201,9 @@ console-setup: python-sdk-setup
     "{{pysdk_dir}}/bin/python" -m pip install --disable-pip-version-check --quiet "playwright=={{playwright_version}}"
 
 # Debian's `postgresql` (server binaries under /usr/lib/postgresql/*/bin) is
-# for the store's PostgreSQL tests, the bench and `just cluster`, haproxy for the latter,
-# `docker-registry` (the CNCF distribution server) for the OCI registry tests;
-# installing needs root, or sudo.
+# for the store's PostgreSQL tests, the bench and `just cluster`, haproxy
+# for `just cluster`, `docker-registry` (the CNCF distribution server) for
+# the OCI registry tests; installing needs root, or sudo.
 # Install the PostgreSQL server, haproxy and docker-registry with apt-get, unless they are there.
 services-setup:
     #!/usr/bin/env bash
