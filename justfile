@@ -203,25 +203,33 @@ console-setup: python-sdk-setup
 # Debian's `postgresql` (server binaries under /usr/lib/postgresql/*/bin) is
 # for the store's PostgreSQL tests, the bench and `just cluster`, haproxy
 # for `just cluster`, `docker-registry` (the CNCF distribution server) for
-# the OCI registry tests; installing needs root, or sudo.
+# the OCI registry tests; installing needs root, or sudo. A recipe that
+# needs only some of them names those (the bench: postgresql).
 # Install the PostgreSQL server, haproxy and docker-registry with apt-get, unless they are there.
-services-setup:
+services-setup *packages="postgresql haproxy docker-registry":
     #!/usr/bin/env bash
     set -euo pipefail
-    have_postgres() { compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null && compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; }
-    have_haproxy() { command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ]; }
-    have_registry() { command -v docker-registry >/dev/null; }
-    if have_postgres && have_haproxy && have_registry; then exit 0; fi
+    have() {
+        case "$1" in
+            postgresql) compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null && compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ;;
+            haproxy) command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] ;;
+            docker-registry) command -v docker-registry >/dev/null ;;
+            *) echo "services-setup: unknown service $1" >&2; exit 1 ;;
+        esac
+    }
+    missing=()
+    for package in {{packages}}; do have "$package" || missing+=("$package"); done
+    if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
     as_root=()
     if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null || { echo "services-setup: installing postgresql, haproxy and docker-registry needs root (or sudo)" >&2; exit 1; }
+        command -v sudo >/dev/null || { echo "services-setup: installing ${missing[*]} needs root (or sudo)" >&2; exit 1; }
         as_root=(sudo)
     fi
-    echo "services-setup: PostgreSQL server, haproxy or docker-registry missing; installing them with apt-get" >&2
+    echo "services-setup: ${missing[*]} missing; installing with apt-get" >&2
     set -x
     "${as_root[@]}" apt-get update
     # Only the binaries are wanted: the tests start their own servers.
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql haproxy docker-registry
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 
 # Prints the clients' URL, the admin URLs and token and the database URL;
 # everything lives in target/cluster/ (wiped at start); Ctrl-C stops it all.
@@ -254,12 +262,10 @@ lint:
 # (each figure against its target) and writes target/bench/results.json.
 # `just bench --quick` for a smoke run, `--only stdio,http` for some
 # sections, `--binary target/dist/toolhost` to measure `just dist`'s
-# binary. The store section starts PostgreSQL servers of its own: where
-# Debian's package is missing, services-setup installs it first (with root
-# or sudo).
+# binary. The store section starts PostgreSQL servers of its own, so
+# Debian's package is installed first where it is missing (root or sudo).
 # Benchmark the release binary against the footprint and speed targets.
-bench *args: build test-plugins
-    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || just services-setup
+bench *args: build test-plugins (services-setup "postgresql")
     cargo bench -p toolhost --bench bench -- {{args}}
 
 # Build the binary to ship, target/dist/toolhost: the dist profile
