@@ -215,9 +215,11 @@ fn engine_config(settings: &EngineSettings, allocation: Allocation) -> Config {
             .linear_memory_keep_resident(64 << 10)
             .table_keep_resident(16 << 10)
             // Not wasmtime's `pagemap_scan`, though it made stateless calls
-            // 0.5-0.7x the CPU (docs/performance.md): it restores only the
-            // written pages that are present, so one swapped out or being
-            // migrated when the slot is freed would reach the next tenant.
+            // 0.5-0.7x the CPU (docs/performance.md): up to 48.0.10 it
+            // restores only the written pages that are present, so one
+            // swapped out or being migrated when the slot is freed reaches
+            // the next tenant (shown with swap, docs/architecture.md).
+            // 48.0.11 also restores those; turn it on with that release.
             .pagemap_scan(wasmtime::Enabled::No);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }

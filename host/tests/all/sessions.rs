@@ -61,6 +61,37 @@ async fn a_stateless_2026_client_lists_and_calls_with_fresh_instances() {
     client.cancel().await.unwrap();
 }
 
+/// Every instance comes from a pool slot another instance used before it;
+/// what that one wrote (on its stack, in its static data, over many pages
+/// of its heap) must not be there for the next, whichever way the slot was
+/// reset.
+#[tokio::test]
+async fn a_fresh_instance_never_sees_what_the_last_one_wrote() {
+    let m = manifest(vec![PluginEntry::fixture()]);
+    let host = http(&m, &[]);
+    let stateless = connect_stateless(&host.url).await;
+    let session = connect(&host.url).await;
+    for seed in [7, 11, 13] {
+        let scribble = json!({ "fault": "scribble", "seed": seed });
+        let scan = json!({ "fault": "scan", "seed": seed });
+        // In one session the instance lives on, so the scan finds what was
+        // written: it does look where the writes went.
+        let written = ok(&session, "fixture_fault_run", scribble.clone()).await;
+        let seen = ok(&session, "fixture_fault_run", scan.clone()).await;
+        assert!(
+            seen["found"].as_u64().unwrap() >= written["written"].as_u64().unwrap() - 8,
+            "{seen} after {written}"
+        );
+        // Each stateless request gets a fresh instance.
+        ok(&stateless, "fixture_fault_run", scribble).await;
+        let fresh = ok(&stateless, "fixture_fault_run", scan).await;
+        assert_eq!(fresh["found"], 0, "{fresh}");
+        assert!(fresh["bytes"].as_u64().unwrap() > 1 << 20, "{fresh}");
+    }
+    stateless.cancel().await.unwrap();
+    session.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn session_instances_keep_state_and_call_instances_do_not() {
     let mut per_call = PluginEntry::fixture().with("instance = \"call\"");
