@@ -218,7 +218,7 @@ fn engine_config(settings: &EngineSettings, allocation: Allocation) -> Config {
             // 0.5-0.7x the CPU (docs/performance.md): up to 48.0.10 it
             // restores only the written pages that are present, so one
             // swapped out or being migrated when the slot is freed reaches
-            // the next tenant (shown with swap, docs/architecture.md).
+            // the next tenant (shown with swap, docs/performance.md).
             // 48.0.11 also restores those; turn it on with that release.
             .pagemap_scan(wasmtime::Enabled::No);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
