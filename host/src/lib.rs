@@ -34,4 +34,5 @@ pub mod session;
 pub mod signing;
 pub mod store;
 pub mod text;
+pub mod tls;
 pub mod webhook;

@@ -271,7 +271,7 @@ async fn connect(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), SendEr
 }
 
 /// The host's TLS client settings for the public web: the web's roots,
-/// rustls' safe defaults. Shared by plugins' requests and the host's own
+/// rustls' safe defaults, the host's provider (`tls`). Shared by plugins' requests and the host's own
 /// (the approval webhook).
 pub fn web_tls_config() -> Arc<tokio_rustls::rustls::ClientConfig> {
     static CONFIG: OnceLock<Arc<tokio_rustls::rustls::ClientConfig>> = OnceLock::new();
@@ -280,9 +280,8 @@ pub fn web_tls_config() -> Arc<tokio_rustls::rustls::ClientConfig> {
             let roots = tokio_rustls::rustls::RootCertStore {
                 roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
             };
-            let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
             Arc::new(
-                tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+                tokio_rustls::rustls::ClientConfig::builder_with_provider(crate::tls::provider())
                     .with_safe_default_protocol_versions()
                     .expect("ring supports the default protocol versions")
                     .with_root_certificates(roots)

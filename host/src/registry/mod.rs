@@ -242,11 +242,11 @@ fn parse_digest(text: &str) -> Option<Sha256Digest> {
 /// registry that sends slowly cannot hold the host's start-up forever.
 pub const FETCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// Makes ring the process's rustls crypto provider, if none is yet: the
+/// Makes the host's TLS provider (`tls`) the process's, if none is yet: the
 /// registry client (reqwest, built without a provider of its own so that
 /// the host carries one TLS implementation) needs a process-wide one.
 pub fn install_crypto_provider() {
-    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+    crate::tls::install_process_default();
 }
 
 /// A connection to one registry.

@@ -1,11 +1,9 @@
 //! TLS to the database, as the URL asks for it.
 
-use std::sync::Arc;
-
 use super::StoreError;
 
-/// Rustls with the web's root certificates and the ring provider the rest
-/// of the host uses.
+/// Rustls with the web's root certificates (or `sslrootcert`'s) and the
+/// provider the rest of the host uses (`tls`).
 pub(super) fn tls_config(
     root_cert: Option<String>,
 ) -> Result<tokio_rustls::rustls::ClientConfig, StoreError> {
@@ -30,9 +28,8 @@ pub(super) fn tls_config(
             roots
         }
     };
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
     Ok(
-        tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+        tokio_rustls::rustls::ClientConfig::builder_with_provider(crate::tls::provider())
             .with_safe_default_protocol_versions()
             .expect("ring supports the default protocol versions")
             .with_root_certificates(roots)
