@@ -778,3 +778,78 @@ async fn a_response_head_that_redaction_takes_over_64_kib_fails_the_request() {
     assert!(!big.to_string().contains(secret), "{big}");
     client.cancel().await.unwrap();
 }
+
+/// The key exchange a plugin's HTTPS request offers, read off the wire: the
+/// gate's TLS client is the host's one provider (`tls`), X25519 first. The
+/// upstream reads the client's hello and hangs up, so the request fails;
+/// the hello is what is checked.
+#[tokio::test]
+async fn a_plugins_https_request_offers_x25519_first() {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("https://{}", listener.local_addr().unwrap());
+    let hello = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = [0u8; 5];
+        socket.read_exact(&mut head).await.unwrap();
+        assert_eq!(head[0], 22, "a handshake record");
+        let mut body = vec![0u8; usize::from(u16::from_be_bytes([head[3], head[4]]))];
+        socket.read_exact(&mut body).await.unwrap();
+        body
+    });
+    let m = manifest(vec![PluginEntry::spy().with(&format!(
+        "network = {{ allow = [{{ destination = \"{base}\", addresses = [\"127.0.0.1/32\"] }}] }}"
+    ))]);
+    let client = stdio(&m, &[]).await;
+    let result = call(
+        &client,
+        "spy_http_send",
+        json!({ "url": format!("{base}/") }),
+    )
+    .await;
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let hello = hello.await.unwrap();
+
+    let (groups, shares) = offered_groups(&hello);
+    // X25519 (0x001d), then P-256 (0x0017) and P-384 (0x0018).
+    assert_eq!(groups, [0x001d, 0x0017, 0x0018]);
+    assert_eq!(shares, [0x001d], "the one key share sent is X25519's");
+    client.cancel().await.unwrap();
+}
+
+/// The `supported_groups` and the groups of the `key_share` entries of a
+/// TLS ClientHello handshake message (RFC 8446, 4.1.2 and 4.2).
+fn offered_groups(hello: &[u8]) -> (Vec<u16>, Vec<u16>) {
+    let u16_at = |at: usize| u16::from_be_bytes([hello[at], hello[at + 1]]);
+    assert_eq!(hello[0], 1, "a ClientHello");
+    // Message type and length (4), legacy version (2), random (32).
+    let mut at = 4 + 2 + 32;
+    at += 1 + usize::from(hello[at]); // legacy session id
+    at += 2 + usize::from(u16_at(at)); // cipher suites
+    at += 1 + usize::from(hello[at]); // legacy compression methods
+    let end = at + 2 + usize::from(u16_at(at));
+    at += 2;
+    let (mut groups, mut shares) = (Vec::new(), Vec::new());
+    while at < end {
+        let (kind, len) = (u16_at(at), usize::from(u16_at(at + 2)));
+        let data = at + 4;
+        match kind {
+            // supported_groups: a length, then the groups.
+            0x000a => {
+                let list = usize::from(u16_at(data));
+                groups = (0..list / 2).map(|i| u16_at(data + 2 + 2 * i)).collect();
+            }
+            // key_share: a length, then (group, key length, key) entries.
+            0x0033 => {
+                let mut entry = data + 2;
+                while entry < data + len {
+                    shares.push(u16_at(entry));
+                    entry += 4 + usize::from(u16_at(entry + 2));
+                }
+            }
+            _ => {}
+        }
+        at = data + len;
+    }
+    (groups, shares)
+}
