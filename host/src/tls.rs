@@ -10,20 +10,22 @@
 
 use std::sync::{Arc, OnceLock};
 
+use tokio_rustls::rustls::NamedGroup;
 use tokio_rustls::rustls::crypto::{CryptoProvider, SupportedKxGroup, ring};
 
 /// The key exchange groups a client offers, first to last; the first is
 /// the one whose key share goes in the client's hello.
 ///
 /// X25519 first, as rustls itself ordered ring's groups until 0.23.48,
-/// which put P-384 first. ring's P-384 costs about 13 times the CPU of
-/// X25519 per handshake (750 against 59 µs for a key pair and its
-/// agreement, measured on the development machine), paid on each of a
-/// plugin's requests, since the gate opens a connection per request. Both
-/// are classical groups and neither resists a quantum attacker, which is
-/// what the change was about; X25519 keeps the 128-bit classical level that
-/// P-256 has.
-pub const KX_GROUPS: [&dyn SupportedKxGroup; 3] = [
+/// which put P-384 first without saying why. ring's P-384 costs about 13
+/// times the CPU of X25519 per key exchange (750 against 59 µs for a key
+/// pair and its agreement, measured on the development machine), paid on
+/// each of a plugin's requests, since the gate opens a connection per
+/// request. What P-384 would add is classical strength (about 192 bits
+/// against X25519's 128, the level of P-256 and of the AES-128 suites);
+/// neither resists a quantum attacker. A server that takes only P-384
+/// still gets it, at the cost of one more round trip.
+pub static KX_GROUPS: [&dyn SupportedKxGroup; 3] = [
     ring::kx_group::X25519,
     ring::kx_group::SECP256R1,
     ring::kx_group::SECP384R1,
@@ -47,19 +49,37 @@ pub fn provider() -> Arc<CryptoProvider> {
 
 /// Makes [`provider`] the process's default, if none is yet: for clients
 /// that take no provider of their own (reqwest, under the registry client).
+///
+/// Called when such a client is made, not at start, so that a host that
+/// never reaches a registry never touches this code. Nothing in the host
+/// builds a TLS config without a provider, which would make rustls install
+/// its own first; should a dependency start doing so, this says it.
 pub fn install_process_default() {
-    let _ = CryptoProvider::clone(&provider()).install_default();
+    if CryptoProvider::clone(&provider())
+        .install_default()
+        .is_err()
+        && let Some(installed) = CryptoProvider::get_default()
+        && group_names(installed) != group_names(&provider())
+    {
+        tracing::warn!(
+            installed = ?group_names(installed),
+            "another TLS provider became the process's before the host's: \
+             reqwest offers its key exchange groups"
+        );
+    }
+}
+
+fn group_names(provider: &CryptoProvider) -> Vec<NamedGroup> {
+    provider.kx_groups.iter().map(|g| g.name()).collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use tokio_rustls::rustls::NamedGroup;
-
     use super::*;
 
     #[test]
     fn x25519_is_offered_first_and_no_group_is_lost() {
-        let groups: Vec<NamedGroup> = provider().kx_groups.iter().map(|g| g.name()).collect();
+        let groups = group_names(&provider());
         assert_eq!(
             groups,
             [
@@ -80,7 +100,6 @@ mod tests {
     fn the_process_default_is_the_hosts_provider() {
         install_process_default();
         let installed = CryptoProvider::get_default().expect("installed");
-        let names = |p: &CryptoProvider| p.kx_groups.iter().map(|g| g.name()).collect::<Vec<_>>();
-        assert_eq!(names(installed), names(&provider()));
+        assert_eq!(group_names(installed), group_names(&provider()));
     }
 }

@@ -88,7 +88,7 @@ impl Network {
             let mut value =
                 HeaderValue::from_str(&c.format.replace("{secret}", &secret)).map_err(|_| {
                     format!(
-                        "secret `{}` does not fit in a header value",
+                        "secret `{}` does not fit in a header value, which takes printable ASCII only",
                         c.secret.as_str()
                     )
                 })?;

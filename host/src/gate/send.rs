@@ -271,8 +271,8 @@ async fn connect(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), SendEr
 }
 
 /// The host's TLS client settings for the public web: the web's roots,
-/// rustls' safe defaults, the host's provider (`tls`). Shared by plugins' requests and the host's own
-/// (the approval webhook).
+/// rustls' safe defaults, the host's provider (`tls`). Shared by plugins'
+/// requests and the host's own (the approval webhook).
 pub fn web_tls_config() -> Arc<tokio_rustls::rustls::ClientConfig> {
     static CONFIG: OnceLock<Arc<tokio_rustls::rustls::ClientConfig>> = OnceLock::new();
     CONFIG

@@ -512,6 +512,20 @@ async fn a_missing_or_exposed_secret_refuses_the_plugin_with_a_clear_error() {
     let exit = start_and_exit(&m, &["--strict"]);
     assert!(exit.success, "{}", exit.stderr);
     assert!(!contains(exit.stderr.as_bytes(), &secret));
+
+    // A secret a header cannot carry (a header value is printable ASCII)
+    // refuses its plugin at start, not its first request.
+    let accented = format!("{secret}-clé");
+    std::fs::write(&secrets, format!("crm_token = \"{accented}\"\n")).unwrap();
+    let exit = start_and_exit(&m, &[]);
+    assert!(exit.success, "{}", exit.stderr);
+    assert!(
+        exit.stderr.contains("plugin `crm` refused")
+            && exit.stderr.contains("printable ASCII only"),
+        "{}",
+        exit.stderr
+    );
+    assert!(!contains(exit.stderr.as_bytes(), &accented));
 }
 
 /// An upstream and a manifest whose spy may reach only it, with `limits`.
@@ -785,7 +799,6 @@ async fn a_response_head_that_redaction_takes_over_64_kib_fails_the_request() {
 /// the hello is what is checked.
 #[tokio::test]
 async fn a_plugins_https_request_offers_x25519_first() {
-    use tokio::io::AsyncReadExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("https://{}", listener.local_addr().unwrap());
     let hello = tokio::spawn(async move {
@@ -808,7 +821,11 @@ async fn a_plugins_https_request_offers_x25519_first() {
     )
     .await;
     assert_eq!(result.is_error, Some(true), "{result:?}");
-    let hello = hello.await.unwrap();
+    // Had the gate refused the request, nothing would ever connect.
+    let hello = tokio::time::timeout(std::time::Duration::from_secs(10), hello)
+        .await
+        .unwrap_or_else(|_| panic!("the gate never connected: {result:?}"))
+        .unwrap();
 
     let (groups, shares) = offered_groups(&hello);
     // X25519 (0x001d), then P-256 (0x0017) and P-384 (0x0018).
@@ -822,6 +839,8 @@ async fn a_plugins_https_request_offers_x25519_first() {
 fn offered_groups(hello: &[u8]) -> (Vec<u16>, Vec<u16>) {
     let u16_at = |at: usize| u16::from_be_bytes([hello[at], hello[at + 1]]);
     assert_eq!(hello[0], 1, "a ClientHello");
+    let length = usize::from(hello[1]) << 16 | usize::from(u16_at(2));
+    assert_eq!(4 + length, hello.len(), "the whole hello in one record");
     // Message type and length (4), legacy version (2), random (32).
     let mut at = 4 + 2 + 32;
     at += 1 + usize::from(hello[at]); // legacy session id
