@@ -216,7 +216,7 @@ async fn normal_load(normal: &[Arc<Client>], length: Duration) -> (Vec<Duration>
 }
 
 async fn connect(url: &str) -> Client {
-    toolhost::registry::install_crypto_provider();
+    toolhost::tls::install_process_default();
     ().serve(StreamableHttpClientTransport::from_uri(url.to_string()))
         .await
         .expect("initialize")

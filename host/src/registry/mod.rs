@@ -242,13 +242,6 @@ fn parse_digest(text: &str) -> Option<Sha256Digest> {
 /// registry that sends slowly cannot hold the host's start-up forever.
 pub const FETCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// Makes the host's TLS provider (`tls`) the process's, if none is yet: the
-/// registry client (reqwest, built without a provider of its own so that
-/// the host carries one TLS implementation) needs a process-wide one.
-pub fn install_crypto_provider() {
-    crate::tls::install_process_default();
-}
-
 /// A connection to one registry.
 pub struct Registry {
     client: oci_client::Client,
@@ -257,7 +250,9 @@ pub struct Registry {
 
 impl Registry {
     pub fn new(reference: &OciReference, access: Access) -> Registry {
-        install_crypto_provider();
+        // reqwest is built without a provider of its own, so that the host
+        // carries one TLS implementation; it takes the process's.
+        crate::tls::install_process_default();
         let protocol = if access.plain_http {
             ClientProtocol::HttpsExcept(vec![reference.registry.clone()])
         } else {

@@ -258,7 +258,7 @@ async fn signing_in_leaves_no_hash_memory_behind() {
         &[("TOOLHOST_ADMIN_TOKEN", ADMIN_TOKEN)],
     );
     let console = console_of(&host);
-    toolhost::registry::install_crypto_provider();
+    toolhost::tls::install_process_default();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

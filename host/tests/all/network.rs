@@ -715,9 +715,7 @@ async fn a_response_head_over_64_kib_fails_the_request() {
         )
     })
     .await;
-    let m = manifest(vec![PluginEntry::spy().with(&format!(
-        "network = {{ allow = [{{ destination = \"{base}\", addresses = [\"127.0.0.1/32\"] }}] }}"
-    ))]);
+    let m = spy_allowed_only(&base);
     let client = stdio(&m, &[]).await;
     let small = ok(
         &client,
@@ -736,6 +734,13 @@ async fn a_response_head_over_64_kib_fails_the_request() {
     .await;
     assert_eq!(big["code"], "too_large", "{big}");
     client.cancel().await.unwrap();
+}
+
+/// A manifest whose spy may reach `base` (on loopback) and nothing else.
+fn spy_allowed_only(base: &str) -> TestManifest {
+    manifest(vec![PluginEntry::spy().with(&format!(
+        "network = {{ allow = [{{ destination = \"{base}\", addresses = [\"127.0.0.1/32\"] }}] }}"
+    ))])
 }
 
 /// Redaction can lengthen a head: a secret's name may be longer than the
@@ -810,9 +815,7 @@ async fn a_plugins_https_request_offers_x25519_first() {
         socket.read_exact(&mut body).await.unwrap();
         body
     });
-    let m = manifest(vec![PluginEntry::spy().with(&format!(
-        "network = {{ allow = [{{ destination = \"{base}\", addresses = [\"127.0.0.1/32\"] }}] }}"
-    ))]);
+    let m = spy_allowed_only(&base);
     let client = stdio(&m, &[]).await;
     let result = call(
         &client,

@@ -412,7 +412,7 @@ pub fn http_from(mut cmd: Command) -> HttpHost {
 
 /// A 2025-11-25 client: `initialize`, then a session id on every request.
 pub async fn connect(url: &str) -> Client {
-    toolhost::registry::install_crypto_provider();
+    toolhost::tls::install_process_default();
     ().serve(StreamableHttpClientTransport::from_uri(url.to_string()))
         .await
         .expect("initialize over HTTP")
@@ -422,7 +422,7 @@ pub async fn connect(url: &str) -> Client {
 pub async fn connect_stateless(url: &str) -> Client {
     ().serve_with_lifecycle(
         {
-            toolhost::registry::install_crypto_provider();
+            toolhost::tls::install_process_default();
             StreamableHttpClientTransport::from_uri(url.to_string())
         },
         ClientLifecycleMode::Discover {
@@ -611,7 +611,7 @@ fn http_transport(
     if let Some(token) = token {
         config = config.auth_header(token.to_string());
     }
-    toolhost::registry::install_crypto_provider();
+    toolhost::tls::install_process_default();
     StreamableHttpClientTransport::from_config(config)
 }
 
@@ -716,7 +716,7 @@ pub async fn stall(url: &str, sent: &[u8]) -> String {
 /// crypto provider of its own (the host's registry client carries ring), so
 /// the process's provider is set first.
 pub fn http_client() -> reqwest::Client {
-    toolhost::registry::install_crypto_provider();
+    toolhost::tls::install_process_default();
     reqwest::Client::new()
 }
 
